@@ -1,0 +1,26 @@
+# stronger-mas: the two commands are `make main` (the main job) and `make test` (the test suite).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup main demo test test-fast bench
+
+setup:
+	@bash scripts/setup.sh
+
+main: setup  ## the main job
+	$(PY) -m mas_envs.demo
+
+demo: setup  ## play every env with its scripted (optimal) policy
+	$(PY) -m mas_envs.demo
+
+test: setup  ## the whole test suite
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+bench: setup
+	$(PY) bench/bench_envs.py

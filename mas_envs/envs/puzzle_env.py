@@ -1,0 +1,165 @@
+"""``PuzzleEnv``: the shared workflows of the grid puzzles (Plan-Path, Sokoban, Sudoku).
+
+Two workflows, as in the paper:
+
+* ``single`` -- one ``solver`` reads the puzzle and answers with an action; the action is executed.
+* ``mas``    -- each turn the ``tool`` agent writes Python code that prints an action; the code runs in
+  the sandbox. Then the ``planner`` sees the puzzle, the tool's code and its output, and answers with
+  the action that is executed on the puzzle.
+
+Rewards. The executing role (solver / planner) gets ``team`` = the puzzle's reward for its action and
+``local`` = 0 (or the parse penalty). The tool's action does not change the puzzle, so it is scored by
+what its printed action *would* earn: ``team`` = that reward on a scratch copy, ``local`` = 0 when the
+code ran and printed a parseable action, else the parse penalty.
+
+A subclass provides the puzzle through a handful of hooks (see "puzzle hooks" below); the game rules
+themselves live in ``mas_envs.games``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mas_envs.core.text_env import StepResult, TextAECEnv
+from mas_envs.parsing import extract_code_block
+
+TOOL_OUTPUT_CHARS = 2000  # how much of the tool's stdout the planner is shown
+
+
+class PuzzleEnv(TextAECEnv):
+    workflows = {"mas": ("tool", "planner"), "single": ("solver",)}
+    default_workflow = "mas"
+
+    def __init__(self, *, sandbox_timeout: float = 5.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.sandbox_timeout = float(sandbox_timeout)
+        self.tool_code: str | None = None
+        self.tool_output: str | None = None
+        self.tool_status: str | None = None
+
+    # ------------------------------------------------------------------ puzzle hooks
+    def _new_puzzle(self, options: dict[str, Any]) -> None:
+        """Choose a puzzle (``options.get("task_index")`` on the current split, else from ``self.np_random``)."""
+        raise NotImplementedError
+
+    def _puzzle_state(self) -> Any:
+        """The puzzle's mutable state as small picklable data."""
+        raise NotImplementedError
+
+    def _set_puzzle_state(self, state: Any) -> None:
+        raise NotImplementedError
+
+    def _parse_action(self, text: str) -> tuple[Any, str | None]:
+        """Parse an answer into a puzzle action: ``(action, None)`` or ``(None, reason)``."""
+        raise NotImplementedError
+
+    def _apply(self, action: Any) -> tuple[float, str, bool]:
+        """Execute ``action`` on the puzzle: ``(reward, feedback text, episode done)``."""
+        raise NotImplementedError
+
+    def _puzzle_text(self) -> str:
+        """Rules and current state of the puzzle, as shown to every role."""
+        raise NotImplementedError
+
+    def _answer_format(self) -> str:
+        """How to write an answer, e.g. 'a JSON list of moves such as ["U", "R"]'."""
+        raise NotImplementedError
+
+    def _tool_stdin(self) -> str:
+        """Input given to the tool's program on stdin (e.g. the board as text)."""
+        return ""
+
+    # ------------------------------------------------------------------ TextAECEnv hooks
+    def _reset_task(self, options: dict[str, Any]) -> None:
+        self.tool_code = self.tool_output = self.tool_status = None
+        self._new_puzzle(options)
+
+    def _get_task_state(self) -> Any:
+        return (self._puzzle_state(), self.tool_code, self.tool_output, self.tool_status)
+
+    def _set_task_state(self, state: Any) -> None:
+        puzzle, self.tool_code, self.tool_output, self.tool_status = state
+        self._set_puzzle_state(puzzle)
+
+    def _act(self, agent: str, text: str) -> StepResult:
+        if agent == "tool":
+            return self._tool_act(text)
+        action, error = self._parse_action(text)
+        if error is not None:
+            return StepResult(local=self.parse_penalty, parse_error=error, feedback=f"invalid answer: {error}")
+        reward, feedback, done = self._apply(action)
+        return StepResult(team=reward, feedback=feedback, done=done)
+
+    def _tool_act(self, text: str) -> StepResult:
+        from mas_envs.sandbox import run_python  # imported lazily: the single workflow needs no sandbox
+
+        code, error = extract_code_block(text)
+        if error is not None:
+            self.tool_code, self.tool_output, self.tool_status = None, None, "no code"
+            return StepResult(local=self.parse_penalty, parse_error=error, feedback=f"no code: {error}")
+        result = run_python(code, stdin=self._tool_stdin(), timeout=self.sandbox_timeout)
+        self.tool_code = code
+        self.tool_output = result.stdout[:TOOL_OUTPUT_CHARS]
+        self.tool_status = result.reason
+        info = {"sandbox_reason": result.reason}
+        if result.reason != "ok":
+            err_tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
+            why = f"code failed ({result.reason}){': ' + err_tail[0][:200] if err_tail else ''}"
+            return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
+        action, error = self._parse_action(result.stdout)
+        if error is not None:
+            why = f"output is not a valid answer: {error}"
+            return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
+        return StepResult(team=self._simulate(action), feedback="code ran; output parsed", info=info)
+
+    def _simulate(self, action: Any) -> float:
+        """Reward ``action`` would earn, without changing the puzzle."""
+        saved = self._puzzle_state()
+        reward, _, _ = self._apply(action)
+        self._set_puzzle_state(saved)
+        return reward
+
+    # ------------------------------------------------------------------ prompts
+    def _prompt(self, agent: str) -> str:
+        parts = [self._role_intro(agent), self._puzzle_text()]
+        history = self.history_text()
+        if history:
+            parts.append("Previous turns:\n" + history)
+        if agent == "tool":
+            parts.append(
+                "Write a Python program in a ```python code block that prints the answer as "
+                f"{self._answer_format()}. The program runs with no network and a {self.sandbox_timeout:g} s "
+                "limit; the puzzle text above is also given to it on stdin."
+            )
+        elif agent == "planner":
+            if self.tool_code is not None:
+                parts.append(f"The tool agent's code:\n```python\n{self.tool_code.strip()}\n```")
+                parts.append(f"Its output ({self.tool_status}):\n{(self.tool_output or '').strip() or '(nothing)'}")
+            elif self.tool_status is not None:
+                parts.append("The tool agent gave no runnable code this turn.")
+            parts.append(f"Answer with {self._answer_format()}.")
+        else:
+            parts.append(f"Answer with {self._answer_format()}.")
+        return "\n\n".join(p for p in parts if p)
+
+    def _role_intro(self, agent: str) -> str:
+        return {
+            "tool": "You are the tool agent in a team of two. You write code that computes the answer.",
+            "planner": "You are the planner in a team of two. You decide the final answer.",
+            "solver": "You solve the puzzle.",
+        }.get(agent, "")
+
+    # ------------------------------------------------------------------ scripted policy
+    def scripted_action(self, agent: str | None = None) -> str:
+        """An optimal text action for ``agent`` (default: the one to act), from the puzzle's solver."""
+        agent = agent or self.agent_selection
+        if agent == "tool":
+            return "```python\n" + self._scripted_tool_code() + "\n```"
+        return self._scripted_answer()
+
+    def _scripted_answer(self) -> str:
+        raise NotImplementedError
+
+    def _scripted_tool_code(self) -> str:
+        """Python source that prints an optimal answer; by default it prints the solver's answer."""
+        return f"print({self._scripted_answer()!r})"

