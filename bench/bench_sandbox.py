@@ -1,0 +1,114 @@
+"""Sandbox costs: per-run overhead against a bare subprocess, batch throughput, cache-hit cost.
+
+Run: ``.venv/bin/python bench/bench_sandbox.py [--reps 20]``. Absolute times on a shared 2-core
+machine are noisy; read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import subprocess
+import time
+
+from mas_envs.sandbox import Job, Sandbox, cgroups, interpreter, isolation, run_python, sandbox_mode
+
+SMALL_PROGRAM = "import sys\nn = int(sys.stdin.read())\nprint(sum(i * i for i in range(n)))"
+
+
+def interleaved_medians(cases: dict, reps: int) -> dict[str, float]:
+    """Median ms per case, timing the cases round-robin so that load swings hit them all alike."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(reps):
+        for name, fn in cases.items():
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(samples) * 1000 for name, samples in times.items()}
+
+
+def sandboxed_pass(mode: str, use_cgroups: bool):
+    def once() -> None:
+        with layers(mode, use_cgroups):
+            result = run_python("pass", use_cache=False)
+        assert result.ok, result
+
+    return once
+
+
+@contextlib.contextmanager
+def layers(mode: str, use_cgroups: bool):
+    """Temporarily run with a given jail mode and with or without run cgroups (bench only)."""
+    saved_mode, saved_parents = isolation._mode, cgroups._parents
+    isolation._mode = mode
+    if not use_cgroups:
+        cgroups._parents = None
+    try:
+        yield
+    finally:
+        isolation._mode, cgroups._parents = saved_mode, saved_parents
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=20, help="runs per timing (median is reported)")
+    args = parser.parse_args()
+
+    python = interpreter()
+    print(f"sandbox mode: {sandbox_mode()}   interpreter: {python}")
+    run_python("pass", use_cache=False)  # warm up (the mode probe runs once)
+
+    with_cgroups = cgroups.cgroups_available()
+    mode = sandbox_mode()
+    cases = {
+        "bare subprocess.run([python, '-c', 'pass'])": lambda: subprocess.run([python, "-c", "pass"], check=True),
+        "bare subprocess.run([python, '-I', '-S', '-c', 'pass'])": lambda: subprocess.run(
+            [python, "-I", "-S", "-c", "pass"], check=True
+        ),
+        f"run_python('pass', use_cache=False) [{mode}{', cgroups' if with_cgroups else ''}]": sandboxed_pass(
+            mode, with_cgroups
+        ),
+    }
+    if mode == "bwrap" and with_cgroups:
+        cases["  same, bwrap, no cgroups"] = sandboxed_pass("bwrap", False)
+    cases[f"  same, weak mode{', cgroups' if with_cgroups else ''}"] = sandboxed_pass("weak", with_cgroups)
+    if with_cgroups:
+        cases["  same, weak mode, no cgroups"] = sandboxed_pass("weak", False)
+    overheads = interleaved_medians(cases, args.reps)
+    bare, _, sandboxed = list(overheads.values())[:3]
+
+    jobs = [Job(SMALL_PROGRAM, stdin=str(10_000 + i), timeout=10.0) for i in range(16)]
+    throughput = {}
+    for workers in (1, 2, 4):
+        sandbox = Sandbox()
+        started = time.perf_counter()
+        results = sandbox.run_many(jobs, max_workers=workers, use_cache=False)
+        elapsed = time.perf_counter() - started
+        assert all(r.ok for r in results), [r.reason for r in results if not r.ok]
+        throughput[workers] = len(jobs) / elapsed
+
+    sandbox = Sandbox()
+    sandbox.run(Job(SMALL_PROGRAM, stdin="100"))
+    hits = 10_000
+    started = time.perf_counter()
+    for _ in range(hits):
+        sandbox.run(Job(SMALL_PROGRAM, stdin="100"))
+    hit_us = (time.perf_counter() - started) / hits * 1e6
+
+    rows = [(name, f"{ms:.1f} ms", f"{ms / bare:.2f}x") for name, ms in overheads.items()]
+    rows += [
+        ("16 small programs, sequential", f"{throughput[1]:.1f} runs/s", "1.00x"),
+        ("16 small programs, run_many 2 workers", f"{throughput[2]:.1f} runs/s", f"{throughput[2] / throughput[1]:.2f}x"),
+        ("16 small programs, run_many 4 workers", f"{throughput[4]:.1f} runs/s", f"{throughput[4] / throughput[1]:.2f}x"),
+        ("cache hit (Sandbox.run, same job)", f"{hit_us:.1f} us", f"{hit_us / 1000 / sandboxed:.5f}x of a run"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measurement':<{width}}  {'median / rate':>14}  ratio")
+    print("-" * (width + 30))
+    for name, value, ratio in rows:
+        print(f"{name:<{width}}  {value:>14}  {ratio}")
+
+
+if __name__ == "__main__":
+    main()
