@@ -68,6 +68,8 @@ class PlanPathEnv(PuzzleEnv):
         self.max_moves_per_turn = int(max_moves_per_turn or self.size * self.size)
         self.split = split
         self.test_size = int(test_size)
+        # Enough turns for a policy that answers one move per turn (the CPU preset's style).
+        kwargs.setdefault("max_turns", 2 * self.size)
         super().__init__(**kwargs)
         self.maze: game.Maze | None = None
         self.walk: game.Walk | None = None
