@@ -20,6 +20,13 @@ if ! command -v bwrap >/dev/null 2>&1; then
     fi
 fi
 
+# Classic human-made Sokoban levels (Microban etc.), an optional evaluation set for the sokoban env.
+if [ ! -d /usr/share/games/cavepacker/maps ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing cavepacker-data (classic Sokoban levels)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q cavepacker-data >/dev/null 2>&1 || \
+        echo "[setup] note: cavepacker-data not installed; the classic-level tests will be skipped" >&2
+fi
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
     exit 0
 fi

@@ -8,7 +8,6 @@ innermost env; :class:`BranchableOrderEnforcingWrapper` (what ``make_env`` retur
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -18,7 +17,10 @@ from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
 def clone(env: AECEnv) -> AECEnv:
     """An independent copy of ``env`` with the same wrapper types around it."""
     if isinstance(env, BaseWrapper):
-        wrapper = copy.copy(env)  # wrapper bookkeeping (e.g. _has_reset) is immutable scalars
+        # A shallow copy is enough: wrapper bookkeeping (e.g. _has_reset) is immutable scalars.
+        # (object.__new__ + __dict__ is ~2x faster than copy.copy, and clones are on the hot path.)
+        wrapper = object.__new__(type(env))
+        wrapper.__dict__.update(env.__dict__)
         wrapper.env = clone(env.env)
         return wrapper
     if not hasattr(env, "clone"):
