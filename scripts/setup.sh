@@ -27,6 +27,14 @@ if [ ! -d /usr/share/games/cavepacker/maps ] && [ "$(id -u)" = 0 ] && command -v
         echo "[setup] note: cavepacker-data not installed; the classic-level tests will be skipped" >&2
 fi
 
+# Headless Chromium for the leaderboard page's browser test.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing chromium (browser test of the leaderboard page)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || {
+        apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+        echo "[setup] note: chromium not installed; the browser test will be skipped" >&2
+fi
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
     exit 0
 fi

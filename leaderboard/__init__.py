@@ -1,0 +1,27 @@
+"""The stronger-mas leaderboard: validate, store and render evaluation result files.
+
+``mas-leaderboard submit results.json`` checks a file written by ``mas-eval`` and stores it under
+``leaderboard/entries/``; ``mas-leaderboard build`` renders ``leaderboard/site/``. The result format
+is the JSON Schema in ``leaderboard/schema/results.schema.json`` (described in docs/LEADERBOARD.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SCHEMA_PATH = PACKAGE_DIR / "schema" / "results.schema.json"
+DEFAULT_ENTRIES_DIR = PACKAGE_DIR / "entries"
+DEFAULT_SITE_DIR = PACKAGE_DIR / "site"
+
+# Methods in the order the paper's tables list them.
+METHODS = (
+    "single_prompt",
+    "single_grpo",
+    "mas_prompt",
+    "mas_naive_grpo",
+    "mas_at_grpo_shared",
+    "mas_at_grpo_specialized",
+)
+
+__all__ = ["PACKAGE_DIR", "SCHEMA_PATH", "DEFAULT_ENTRIES_DIR", "DEFAULT_SITE_DIR", "METHODS"]
