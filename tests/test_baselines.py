@@ -1,0 +1,141 @@
+"""The paper's methods and the comparison driver, with the real tiny model, real envs and the real trainer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from baselines.methods import METHODS, Budget, get_method
+
+SCHEMA = Path(__file__).resolve().parents[1] / "leaderboard" / "schema" / "results.schema.json"
+FAST_ENV = {"preset": "4x4", "max_turns": 1}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Several workers share 2 cores here: one torch thread avoids spin-wait contention."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def check_results_file(data: dict) -> None:
+    if SCHEMA.is_file():
+        import jsonschema
+
+        jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
+    try:
+        from leaderboard.validate import result_problems
+    except ImportError:
+        return
+    assert result_problems(data) == []
+
+
+def test_methods_are_the_papers():
+    from mas_trainer.evaluate import METHODS as RESULT_METHODS
+
+    assert tuple(METHODS) == RESULT_METHODS  # the results-file enum, in the paper's order
+    assert [m.workflow for m in METHODS.values()] == ["single", "single", "mas", "mas", "mas", "mas"]
+    untrained = [m.name for m in METHODS.values() if not m.trained]
+    assert untrained == ["single_prompt", "mas_prompt"]
+    assert get_method("single_grpo").training.grouping == "trajectory"
+    assert get_method("mas_naive_grpo").training.grouping == "trajectory"
+    assert get_method("mas_at_grpo_shared").training.policy == "shared"
+    spec = get_method("mas_at_grpo_specialized").training
+    assert (spec.grouping, spec.policy) == ("at_grpo", "specialized")
+    with pytest.raises(KeyError, match="unknown method"):
+        get_method("mas_magic")
+    with pytest.raises(ValueError, match="steps or minutes"):
+        Budget()
+
+
+def test_trained_method_within_a_time_budget(tmp_path):
+    """single_grpo: real (trajectory-grouped) training under a minutes budget capped at 1 step, then eval."""
+    from mas_trainer.checkpoint import latest_checkpoint
+
+    method = get_method("single_grpo")
+    outcome = method.run(
+        "plan_path", model="tiny", out_dir=tmp_path, budget=Budget(minutes=5, max_steps=1), episodes=2,
+        env_kwargs=FAST_ENV, max_new_tokens=3, progress=False,
+        train_args={"num_generations": 2, "envs_per_step": 2, "max_completion_length": 3,
+                    "per_device_train_batch_size": 4},
+    )
+    assert outcome.train_steps == 1 and outcome.run_dir == tmp_path / "plan_path" / "single_grpo" / "run"
+    assert latest_checkpoint(outcome.run_dir).name == "step-000001"
+    state = json.loads((latest_checkpoint(outcome.run_dir) / "run_state.json").read_text())
+    assert state["config"]["grouping"] == "trajectory" and state["config"]["workflow"] == "single"
+    assert state["config"]["max_turns"] == 1  # the settled env kwargs reach training too
+    data = json.loads(outcome.results_path.read_text())
+    check_results_file(data)
+    assert data["method"] == "single_grpo" and data["provenance"]["run_dir"] == str(outcome.run_dir)
+    assert data["env"]["kwargs"] == {"preset": "4x4", "observation_detail": "rich", "max_turns": 1, "alpha": 1.0}
+    assert len((outcome.run_dir / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_compare_two_prompt_methods_prints_and_writes_the_table(tmp_path, capsys):
+    from baselines.compare import main
+
+    out_dir = tmp_path / "cmp"
+    rc = main(["--envs", "plan_path", "--methods", "single_prompt,mas_prompt", "--model", "tiny", "--episodes", "2",
+               "--env-kwargs", json.dumps(FAST_ENV), "--max-new-tokens", "3", "--out-dir", str(out_dir)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    results = {m: json.loads((out_dir / "plan_path" / m / "results.json").read_text())
+               for m in ("single_prompt", "mas_prompt")}
+    for data in results.values():
+        check_results_file(data)
+    # Identical eval envs for both methods: same kwargs (max_turns settled explicitly), same task set.
+    assert results["single_prompt"]["env"]["kwargs"] == results["mas_prompt"]["env"]["kwargs"]
+    assert results["single_prompt"]["env"]["kwargs"]["max_turns"] == 1
+    assert (results["single_prompt"]["env"]["eval_set_fingerprint"]
+            == results["mas_prompt"]["env"]["eval_set_fingerprint"])
+    assert results["single_prompt"]["env"]["workflow"] == "single" and results["mas_prompt"]["env"]["workflow"] == "mas"
+
+    table = (out_dir / "comparison.md").read_text()
+    assert "| Method | Plan-Path |" in table and "| Method | Plan-Path |" in printed
+    for name, data in results.items():
+        rate = f"{100 * data['summary']['success_rate']:.1f}"
+        row = next(line for line in table.splitlines() if line.startswith(f"| {METHODS[name].label} |"))
+        assert rate in row
+        assert f"| {METHODS[name].label} |" in printed
+    assert "[2/2] plan_path" in printed
+    index = json.loads((out_dir / "comparison.json").read_text())
+    assert {(c["method"], c["success_rate"]) for c in index["cells"]} == {
+        (m, d["summary"]["success_rate"]) for m, d in results.items()}
+
+    # A second call reuses the files instead of evaluating again.
+    assert main(["--envs", "plan_path", "--methods", "single_prompt", "--model", "tiny", "--episodes", "2",
+                 "--out-dir", str(out_dir), "--skip-existing"]) == 0
+    assert "reused" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--methods", "mas_at_grpo_shared"], "need --steps and/or --minutes"),
+        (["--methods", "mas_magic"], "unknown method"),
+        (["--envs", "chess"], "unknown env"),
+        (["--methods", "single_prompt", "--env-kwargs", "{bad"], "not valid JSON"),
+        (["--methods", "single_prompt", "--episodes", "0"], "--episodes must be >= 1"),
+    ],
+)
+def test_compare_usage_errors(argv, message, capsys, tmp_path):
+    from baselines.compare import main
+
+    assert main(argv + ["--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "comparison.md").exists()
+
+
+def test_per_env_kwargs_forms():
+    from baselines.compare import _per_env_kwargs
+
+    assert _per_env_kwargs({"preset": "4x4"}, ["plan_path", "sokoban"]) == {
+        "plan_path": {"preset": "4x4"}, "sokoban": {"preset": "4x4"}}
+    assert _per_env_kwargs({"plan_path": {"preset": "6x6"}}, ["plan_path", "sudoku"]) == {
+        "plan_path": {"preset": "6x6"}, "sudoku": {}}

@@ -1,0 +1,224 @@
+"""mas-eval: results files on real envs with the real tiny model; runs of the real trainer; CLI errors.
+
+The tiny model is random, so success is rarely reached: the tests check that the numbers written are
+the numbers of the episodes played (and match the env, the weights and the schema), not that they are
+high.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from mas_envs import make_env
+
+SCHEMA = Path(__file__).resolve().parents[1] / "leaderboard" / "schema" / "results.schema.json"
+FAST = ["--max-new-tokens", "3", "--env-kwargs", '{"preset": "4x4", "max_turns": 2}']
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Several workers share 2 cores here: one torch thread avoids spin-wait contention (10x faster)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def check_results_file(data: dict) -> None:
+    """Schema and the leaderboard's own consistency checks, when those are present."""
+    if SCHEMA.is_file():
+        import jsonschema
+
+        jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
+    try:
+        from leaderboard.validate import result_problems
+    except ImportError:
+        return
+    assert result_problems(data) == []
+
+
+def test_wilson_interval_known_values():
+    from mas_trainer.evaluate import wilson_interval
+
+    lo, hi = wilson_interval(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson_interval(20, 20)
+    assert hi == 1.0 and lo == pytest.approx(0.8389, abs=1e-4)
+
+
+def test_mas_eval_single_writes_valid_results(tmp_path, capsys):
+    from mas_trainer.eval_cli import main
+    from mas_trainer.models import load_model_and_tokenizer, weights_fingerprint
+
+    out = tmp_path / "r.json"
+    rc = main(["--env", "plan_path", "--model", "tiny", "--workflow", "single", "--episodes", "3", *FAST,
+               "--label", "unit test", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "success" in printed and "solver" in printed and str(out) in printed
+    data = json.loads(out.read_text())
+    check_results_file(data)
+
+    env = make_env("plan_path", preset="4x4", max_turns=2, workflow="single", split="test")
+    assert data["env"]["eval_set_fingerprint"] == env.unwrapped.eval_set_fingerprint()
+    assert data["env"]["kwargs"]["preset"] == "4x4" and data["env"]["workflow"] == "single"
+    assert data["method"] == "single_prompt" and data["model"]["policy_mode"] == "shared"
+    model, _ = load_model_and_tokenizer("tiny")
+    assert data["model"]["policies"]["shared"]["weights_sha256"] == weights_fingerprint(model)
+    assert data["model"]["params"] == sum(p.numel() for p in model.parameters())
+
+    episodes = data["episodes"]
+    assert [e["task_index"] for e in episodes] == [0, 1, 2]
+    for e in episodes:
+        env.reset(options={"task_index": e["task_index"]})
+        assert e["task_id"] == str(env.unwrapped.task_id)
+        assert 1 <= e["turns"] <= 2 and 0 < e["tokens"] <= 2 * 3  # one 3-token answer per turn at most
+    summary = data["summary"]
+    assert summary["success_rate"] == sum(e["success"] for e in episodes) / 3
+    assert summary["ci95"][0] <= summary["success_rate"] <= summary["ci95"][1]
+    assert summary["avg_turns"] == pytest.approx(sum(e["turns"] for e in episodes) / 3)
+    assert set(summary["per_role"]) == {"solver"}
+    assert data["decoding"] == {"temperature": 0.0, "samples": 1, "max_new_tokens": 3}
+    assert data["provenance"]["label"] == "unit test" and data["provenance"]["command"].startswith("mas-eval ")
+
+
+def test_best_of_k_samples_k_candidates_per_step(tmp_path):
+    """--samples K: every agent step draws K candidates (all counted in tokens) and executes the best."""
+    from mas_trainer.evaluate import EvalRequest, evaluate
+
+    request = EvalRequest(env="plan_path", model="tiny", workflow="mas", episodes=2, samples=3, seed=5,
+                          max_new_tokens=3, env_kwargs={"preset": "4x4", "max_turns": 1})
+    data = evaluate(request)
+    check_results_file(data)
+    assert data["decoding"] == {"temperature": 1.0, "samples": 3, "max_new_tokens": 3}
+    assert set(data["summary"]["per_role"]) == {"tool", "planner"}
+    for e in data["episodes"]:
+        # one turn of two roles, three candidates each, at most 3 tokens per candidate
+        assert e["turns"] == 1 and 2 * 3 <= e["tokens"] <= 2 * 3 * 3
+    assert evaluate(request)["episodes"] == data["episodes"]  # seeded: reproducible
+
+
+# ------------------------------------------------------------------ trained runs (real trainer)
+
+
+@pytest.fixture(scope="module")
+def specialized_run(tmp_path_factory) -> Path:
+    """A 1-step specialized AT-GRPO run whose two roles start from different tiny models."""
+    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.models import tiny_model_and_tokenizer
+    from mas_trainer.trainer import MASTrainer
+
+    run_dir = tmp_path_factory.mktemp("spec-run")
+    config = ATGRPOConfig(
+        output_dir=str(run_dir), env="plan_path", workflow="mas", policy_mode="specialized", model="tiny",
+        env_kwargs={"preset": "4x4"}, envs_per_step=2, num_generations=2, max_turns=1, max_completion_length=3,
+        max_steps=1, save_steps=1, per_device_train_batch_size=4, report_to="none",
+    )
+    models = {"tool": tiny_model_and_tokenizer(seed=0), "planner": tiny_model_and_tokenizer(seed=1)}
+    MASTrainer(config, models=models).train(progress=False)
+    return run_dir
+
+
+def test_run_dir_loads_per_role_policies(specialized_run):
+    from mas_trainer.evaluate import default_method, load_policies_for, role_routing
+    from mas_trainer.models import weights_fingerprint
+
+    loaded = load_policies_for(str(specialized_run))
+    assert loaded.policy_mode == "specialized" and sorted(loaded.models) == ["planner", "tool"]
+    assert loaded.run_config["grouping"] == "at_grpo" and default_method("mas", loaded) == "mas_at_grpo_specialized"
+    prints = {p: weights_fingerprint(m) for p, (m, _) in loaded.models.items()}
+    assert prints["tool"] != prints["planner"]
+    assert role_routing(["tool", "planner"], loaded, False) == {"tool": "tool", "planner": "planner"}
+    assert role_routing(["tool", "planner"], loaded, True) == {"tool": "planner", "planner": "tool"}
+
+
+def test_swap_roles_plays_each_role_with_the_other_policy(specialized_run):
+    from mas_trainer.evaluate import load_policies_for, make_eval_envs, play, role_routing
+    from mas_trainer.generation import HFBackend, chat_prompt_ids
+
+    loaded = load_policies_for(str(specialized_run))
+    kwargs = {"preset": "4x4", "max_turns": 1}
+    for swap in (False, True):
+        routing = role_routing(["tool", "planner"], loaded, swap)
+        envs = make_eval_envs("plan_path", kwargs, "mas", "test", 1, 0)
+        first_prompt = envs[0].observe("tool")["prompt"]
+        rollout = play(envs, loaded, routing, samples=1, temperature=0.0, top_p=1.0, max_new_tokens=3, seed=0)
+        assert {(s.role, s.policy) for s in rollout.samples} == {(r, routing[r]) for r in ("tool", "planner")}
+        # The tool's action is what the routed model itself answers greedily to the tool prompt.
+        model, tok = loaded.models[routing["tool"]]
+        expected = HFBackend(model, tok).generate([chat_prompt_ids(tok, first_prompt)], 1, max_new_tokens=3,
+                                                  temperature=0.0)[0][0]
+        tool_sample = next(s for s in rollout.samples if s.role == "tool")
+        assert tool_sample.completion_ids == expected.token_ids
+
+
+def test_mas_eval_on_run_dir_and_swapped(specialized_run, tmp_path, capsys):
+    from mas_trainer.eval_cli import main
+    from mas_trainer.evaluate import load_policies_for
+    from mas_trainer.models import weights_fingerprint
+
+    loaded = load_policies_for(str(specialized_run))
+    results = {}
+    for swap in (False, True):
+        out = tmp_path / f"swap{swap}.json"
+        argv = ["--env", "plan_path", "--model", str(specialized_run), "--episodes", "2", "--quiet", "--out", str(out)]
+        assert main(argv + (["--swap-roles"] if swap else [])) == 0
+        results[swap] = data = json.loads(out.read_text())
+        check_results_file(data)
+        assert data["method"] == "mas_at_grpo_specialized" and data["env"]["workflow"] == "mas"
+        assert data["env"]["kwargs"]["max_turns"] == 1  # the run's settings are the defaults
+        assert data["decoding"]["max_new_tokens"] == 3
+        assert data["provenance"]["swap_roles"] is swap
+        assert data["provenance"]["run_dir"] == str(specialized_run)
+        assert {p: v["weights_sha256"] for p, v in data["model"]["policies"].items()} == {
+            p: weights_fingerprint(m) for p, (m, _) in loaded.models.items()}
+    assert "[roles swapped]" in capsys.readouterr().out
+    assert results[False]["env"] == results[True]["env"]
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--env", "chess"], "unknown env 'chess'"),
+        (["--env", "plan_path", "--env-kwargs", "{oops"], "not valid JSON"),
+        (["--env", "plan_path", "--env-kwargs", "[1]"], "must be a JSON object"),
+        (["--env", "plan_path", "--env-kwargs", '{"preset": "3x3"}'], "unknown preset"),
+        (["--env", "plan_path", "--env-kwargs", '{"split": "train"}'], "must not set 'split'"),
+        (["--env", "plan_path", "--episodes", "0"], "--episodes must be >= 1"),
+        (["--env", "plan_path", "--episodes", "201"], "exceeds the test split"),
+        (["--env", "plan_path", "--samples", "2", "--temperature", "0"], "needs --temperature > 0"),
+        (["--env", "plan_path", "--model", "no-such-org/no-such-model"], "cannot load model"),
+        (["--env", "plan_path", "--model", "tiny", "--swap-roles"], "needs a specialized run"),
+        (["--env", "plan_path", "--model", "tiny", "--method", "single_prompt"], "needs workflow 'single'"),
+        (["--env", "plan_path", "--model", "tiny", "--method", "mas_at_grpo_specialized"], "needs a specialized"),
+        (["--env", "plan_path", "--method", "best_method"], "invalid choice"),
+    ],
+)
+def test_cli_errors_exit_2_with_one_line(argv, message, capsys):
+    from mas_trainer.eval_cli import main
+
+    assert main(argv + ["--out", "/nonexistent/never-written.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mas-eval: error:") and message in err[0], err
+
+
+@pytest.mark.slow
+def test_default_model_plan_path_greedy(tmp_path):
+    """The real SmolLM2-135M on Plan-Path 4x4 (single workflow), 20 greedy episodes."""
+    from mas_trainer.eval_cli import main
+
+    out = tmp_path / "smollm2.json"
+    assert main(["--env", "plan_path", "--model", "smollm2-135m", "--workflow", "single", "--episodes", "20",
+                 "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    check_results_file(data)
+    assert data["model"]["params"] > 100_000_000 and data["summary"]["episodes"] == 20
