@@ -39,6 +39,7 @@ DIRECTION_WORDS = {
 }
 _JSON_LIST = re.compile(r"\[[^\[\]]*\]")
 _WORD = re.compile(r"[A-Za-z]+")
+_PROSE_DIRECTION = re.compile(r"\b(up|down|left|right)\b", re.IGNORECASE)
 
 
 def parse_move_list(text: str, max_moves: int = 64) -> tuple[list[str] | None, str | None]:
@@ -65,6 +66,11 @@ def parse_move_list(text: str, max_moves: int = 64) -> tuple[list[str] | None, s
         return [DIRECTION_WORDS[w.upper()] for w in words], None
     if lists:
         return None, "action list contains something other than U/D/L/R"
+    # Last resort, for small models that answer in prose ("I would move left"): the first full
+    # direction word counts as one move. Single letters are not accepted here (they occur in prose).
+    m = _PROSE_DIRECTION.search(text)
+    if m:
+        return [DIRECTION_WORDS[m.group(1).upper()]], None
     return None, "no action list found (expected e.g. [\"U\", \"R\"])"
 
 

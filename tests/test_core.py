@@ -146,3 +146,15 @@ def test_render_modes():
     env = make(render_mode="ansi")
     env.reset(seed=0)
     assert "counting" in env.render()
+
+
+def test_move_parser_is_lenient_with_prose_but_strict_with_bad_lists():
+    from mas_envs.parsing import parse_move_list
+
+    assert parse_move_list('["U", "r", "down"]') == (["U", "R", "D"], None)
+    assert parse_move_list("Answer: left") == (["L"], None)
+    assert parse_move_list("I think I would move right now") == (["R"], None)
+    moves, error = parse_move_list('["X", "U"]')
+    assert moves is None and "other than U/D/L/R" in error
+    moves, error = parse_move_list("A = you, G = goal")
+    assert moves is None and "no action list" in error
