@@ -1,0 +1,242 @@
+"""``ATGRPOConfig``: every knob of an AT-GRPO run, as one documented dataclass.
+
+It extends :class:`trl.GRPOConfig`, so TRL's fields keep their meaning (``num_generations`` is K, the
+number of branches per (episode, turn, agent) group; ``loss_type``, ``beta``, ``epsilon``,
+``learning_rate``, ``logging_steps``, ``save_steps``, ``report_to`` ...). It adds what a multi-agent,
+environment-driven run needs (the env, the workflow, the policy layout, the grouping) and changes the
+TRL defaults that hurt on a CPU (bf16, gradient checkpointing, 512-token completions, lr 1e-6).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from trl import GRPOConfig
+
+POLICY_MODES = ("shared", "specialized", "lora")
+GROUPINGS = ("at_grpo", "trajectory")
+WORKFLOWS = ("mas", "single")
+
+
+@dataclass
+class ATGRPOConfig(GRPOConfig):
+    r"""Configuration of an AT-GRPO run (:class:`mas_trainer.trainer.MASTrainer`).
+
+    Parameters added to :class:`trl.GRPOConfig`:
+
+        > What is trained
+
+        model (`str`, defaults to `"smollm2-135m"`):
+            A preset of :mod:`mas_trainer.models` (``"smollm2-135m"``, ``"tiny"`` ...), a local folder or a
+            Hugging Face model id.
+        policy_mode (`str`, defaults to `"shared"`):
+            ``"shared"``: one model (and optimizer) for every role. ``"specialized"``: one model and one
+            optimizer per role; a role's samples update only its own model. ``"lora"`` (one base model
+            plus one adapter per role) is not implemented yet and is rejected.
+
+        > The environment
+
+        env (`str`, defaults to `"plan_path"`):
+            Name accepted by :func:`mas_envs.make_env`.
+        env_kwargs (`dict` or JSON `str`, *optional*):
+            Extra keyword arguments for ``make_env`` (e.g. ``{"preset": "4x4"}``). ``workflow``, ``alpha``,
+            ``max_turns`` and ``split`` are set from the fields below and must not appear here.
+        workflow (`str`, defaults to `"mas"`):
+            ``"mas"``: the env's multi-agent workflow (e.g. tool + planner). ``"single"``: one solver role.
+        alpha (`float`, defaults to `1.0`):
+            Reward mixing: an agent's reward is ``alpha * team + local``.
+        max_turns (`int`, *optional*):
+            Turns per episode before truncation; default: the env's own (Plan-Path: twice the grid size).
+        envs_per_step (`int`, defaults to `8`):
+            Episodes rolled out per training step (each spawns K branches per agent turn).
+
+        > The algorithm
+
+        grouping (`str`, defaults to `"at_grpo"`):
+            ``"at_grpo"``: tree sampling with groups keyed by (episode, turn, agent).
+            ``"trajectory"``: K whole trajectories per task grouped by the initial prompt (the
+            trajectory-level GRPO baseline).
+        skip_zero_variance_groups (`bool`, defaults to `True`):
+            Leave groups whose rewards are all equal out of the update: their advantage is zero, so they
+            only cost compute (their share is still logged as ``zero_variance_share``).
+        rollout_backend (`str`, defaults to `"auto"`):
+            How rollout workers sample: ``"prefix_shared"`` prefills each distinct prompt once for its K
+            branches (:mod:`mas_trainer.prefix_sharing`), ``"hf"`` uses ``transformers`` ``generate``
+            (K prefills per prompt), ``"auto"`` the first when that module is present.
+        rollout_seed (`int`, *optional*):
+            Seed of the env tasks and sampling; defaults to ``seed``. Step ``s`` resets its envs with seeds
+            ``rollout_seed + s * envs_per_step + i``.
+
+    Defaults changed from TRL for CPU runs: ``learning_rate=1e-5``, ``bf16`` only on a bf16-capable GPU,
+    ``gradient_checkpointing=False``, ``max_completion_length`` 8 (one-word grid answers, workflow
+    ``single``) or 48 (workflow ``mas``: the tool agent writes a short program), ``logging_steps=1``,
+    ``save_steps=10``, ``save_total_limit=2``, ``max_steps=100``, ``per_device_train_batch_size=16`` (the
+    update micro-batch, in samples).
+    """
+
+    # ---- added fields
+    model: str = field(default="smollm2-135m", metadata={"help": "Model preset, local folder or HF model id."})
+    policy_mode: str = field(
+        default="shared", metadata={"help": "shared | specialized (one model per role) | lora (not yet)."}
+    )
+    env: str = field(default="plan_path", metadata={"help": "Environment name (mas_envs.make_env)."})
+    env_kwargs: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Extra make_env keyword arguments, as a dict or JSON string."}
+    )
+    workflow: str = field(default="mas", metadata={"help": "mas (multi-agent workflow) | single (one solver)."})
+    alpha: float = field(default=1.0, metadata={"help": "Reward mixing: alpha * team reward + local reward."})
+    max_turns: int | None = field(
+        default=None, metadata={"help": "Turns per episode before truncation (default: the env's, 2 x size for Plan-Path)."}
+    )
+    envs_per_step: int = field(default=8, metadata={"help": "Episodes rolled out per training step."})
+    grouping: str = field(
+        default="at_grpo", metadata={"help": "at_grpo (episode, turn, agent) groups | trajectory (baseline)."}
+    )
+    skip_zero_variance_groups: bool = field(
+        default=True, metadata={"help": "Leave all-equal-reward groups out of the update (zero advantage)."}
+    )
+    rollout_seed: int | None = field(default=None, metadata={"help": "Seed of env tasks and sampling (default: seed)."})
+    rollout_backend: str = field(
+        default="auto",
+        metadata={"help": "Sampling backend: auto (prefix-shared when available) | prefix_shared | hf (transformers generate)."},
+    )
+
+    # ---- TRL defaults changed for CPU runs
+    learning_rate: float = field(default=1e-5, metadata={"help": "Initial AdamW learning rate."})
+    bf16: bool | None = field(
+        default=None, metadata={"help": "bf16 mixed precision; default: only on a GPU that supports it."}
+    )
+    gradient_checkpointing: bool | None = field(
+        default=None, metadata={"help": "Activation checkpointing (default off: the models here are small)."}
+    )
+    max_completion_length: int | None = field(
+        default=None,
+        metadata={"help": "Max new tokens per agent action; default 8 for workflow 'single', 48 for 'mas'."},
+    )
+    logging_steps: float = field(default=1, metadata={"help": "Log every X training steps."})
+    save_steps: float = field(default=10, metadata={"help": "Checkpoint every X training steps."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept (oldest deleted)."})
+    max_steps: int = field(default=100, metadata={"help": "Number of training steps (rollout + update)."})
+    per_device_train_batch_size: int = field(
+        default=16, metadata={"help": "Update micro-batch size, in samples (gradients are accumulated)."}
+    )
+
+    def __post_init__(self):
+        self._validate_own_fields()
+        if self.bf16 is None:
+            self.bf16 = _gpu_supports_bf16()
+        if self.output_dir is None:
+            self.output_dir = "runs/atgrpo"
+        # TRL derives generation_batch_size = per_device_train_batch_size * steps_per_generation and wants it
+        # divisible by K. Our rollouts size themselves (envs x K per agent turn), so pick a value that
+        # satisfies TRL whatever K is.
+        if self.generation_batch_size is None and self.steps_per_generation is None:
+            self.generation_batch_size = _lcm(self.per_device_train_batch_size, self.num_generations)
+        super().__post_init__()
+
+    def _validate_own_fields(self) -> None:
+        from mas_envs.registry import list_envs
+
+        if self.max_completion_length is None:
+            # One-word grid answers fit in 8 tokens; the mas tool agent writes a short program.
+            self.max_completion_length = 8 if self.workflow == "single" else 48
+
+        if self.env not in list_envs():
+            raise ValueError(f"unknown env {self.env!r}; available: {', '.join(list_envs()) or '(none)'}")
+        if self.policy_mode == "lora":
+            raise ValueError("policy_mode='lora' is not implemented yet; use 'shared' or 'specialized'")
+        if self.policy_mode not in POLICY_MODES:
+            raise ValueError(f"unknown policy_mode {self.policy_mode!r}; choose 'shared' or 'specialized'")
+        if self.rollout_backend not in ("auto", "prefix_shared", "hf"):
+            raise ValueError(f"unknown rollout_backend {self.rollout_backend!r}; choose auto, prefix_shared or hf")
+        if self.grouping not in GROUPINGS:
+            raise ValueError(f"unknown grouping {self.grouping!r}; choose one of {', '.join(GROUPINGS)}")
+        if self.workflow not in WORKFLOWS:
+            raise ValueError(f"unknown workflow {self.workflow!r}; choose one of {', '.join(WORKFLOWS)}")
+        if self.policy_mode == "specialized" and self.workflow == "single":
+            raise ValueError("policy_mode='specialized' needs several roles; use workflow='mas' or policy 'shared'")
+        if self.num_generations is None or int(self.num_generations) < 2:
+            raise ValueError(
+                f"num_generations (K, branches per group) must be >= 2 to compare samples, got {self.num_generations}"
+            )
+        if self.max_turns is not None and int(self.max_turns) < 1:
+            raise ValueError(f"max_turns must be a positive integer, got {self.max_turns!r}")
+        for name in ("envs_per_step", "max_steps", "max_completion_length", "per_device_train_batch_size"):
+            value = getattr(self, name)
+            if value is None or int(value) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not math.isfinite(float(self.alpha)):
+            raise ValueError(f"alpha must be a finite number, got {self.alpha!r}")
+        if not (float(self.temperature) > 0):
+            raise ValueError(f"temperature must be > 0 for sampling, got {self.temperature!r}")
+        if not (0 < float(self.top_p) <= 1):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if float(self.learning_rate) <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        self.env_kwargs = _parse_env_kwargs(self.env_kwargs)
+        reserved = {"workflow", "alpha", "max_turns", "split"} & set(self.env_kwargs)
+        if reserved:
+            raise ValueError(f"env_kwargs must not set {sorted(reserved)}: use the config fields of the same name")
+
+    def env_make_kwargs(self, split: str = "train") -> dict[str, Any]:
+        """Keyword arguments for ``make_env(self.env, ...)`` on ``split``."""
+        accepted = _init_parameters(self.env)
+        kwargs = {k: v for k, v in ENV_DEFAULTS.get(self.env, {}).items() if k in accepted}
+        kwargs.update(self.env_kwargs)
+        kwargs.update(workflow=self.workflow, alpha=self.alpha)
+        if self.max_turns is not None:
+            kwargs["max_turns"] = int(self.max_turns)
+        if "split" in accepted:
+            kwargs["split"] = split
+        return kwargs
+
+    @property
+    def effective_rollout_seed(self) -> int:
+        return int(self.seed if self.rollout_seed is None else self.rollout_seed)
+
+
+# Env defaults of the CPU preset, applied when env_kwargs does not set them: the small Plan-Path grid with
+# the rich observation is what a 135M model can learn from on 2 cores (DESIGN: "Learning on this CPU").
+ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    "plan_path": {"preset": "4x4", "observation_detail": "rich"},
+}
+
+
+def _init_parameters(env_name: str) -> set[str]:
+    """Keyword arguments the env's constructor accepts (its own and its base classes')."""
+    import inspect
+
+    from mas_envs.registry import env_class
+
+    names: set[str] = set()
+    for cls in env_class(env_name).__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            names |= set(inspect.signature(init).parameters)
+    return names
+
+
+def _parse_env_kwargs(value: Any) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"env_kwargs is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"env_kwargs must be a JSON object / dict, got {type(value).__name__}")
+    return dict(value)
+
+
+def _lcm(a: int, b: int) -> int:
+    return int(a) * int(b) // math.gcd(int(a), int(b))
+
+
+def _gpu_supports_bf16() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
