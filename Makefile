@@ -10,8 +10,8 @@ export TOKENIZERS_PARALLELISM := false
 setup:
 	@bash scripts/setup.sh
 
-main: setup  ## the main job
-	$(PY) -m mas_envs.demo
+main: setup  ## the main job: train, evaluate, submit, build the leaderboard page
+	$(PY) -m baselines.main_job
 
 demo: setup  ## play every env with its scripted (optimal) policy
 	$(PY) -m mas_envs.demo
@@ -22,5 +22,6 @@ test: setup  ## the whole test suite
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
-bench: setup
+bench: setup  ## the quick benchmarks (see docs/PERFORMANCE.md for all of them)
 	$(PY) bench/bench_envs.py
+	$(PY) bench/bench_sandbox.py

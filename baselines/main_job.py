@@ -2,8 +2,10 @@
 
     python -m baselines.main_job [--minutes 12] [--episodes 50] [--env plan_path] [--out runs/main]
 
-1. evaluates the untrained default model as a two-agent team (``mas_prompt``) on held-out tasks;
-2. trains it with AT-GRPO, one shared policy (``mas_at_grpo_shared``), for ``--minutes`` of wall clock;
+1. evaluates the untrained default model on held-out tasks (``single_prompt``; ``mas_prompt`` with
+   ``--workflow mas``);
+2. trains it with tree-sampled, turn-grouped GRPO for ``--minutes`` of wall clock (``single_at_grpo``;
+   with ``--workflow mas`` the two-agent AT-GRPO with one shared policy, ``mas_at_grpo_shared``);
 3. evaluates the trained policy on the same held-out tasks;
 4. submits both result files to the leaderboard (``leaderboard/entries/``) and builds the page;
 5. prints the comparison and where the page and the learning curve are.
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m baselines.main_job", description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="plan_path", help="environment (default: plan_path, 4x4 CPU preset)")
     parser.add_argument("--model", default="smollm2-135m", help="base model (default: smollm2-135m)")
+    parser.add_argument("--workflow", default="single", choices=["single", "mas"],
+                        help="single: one agent, prompt-only vs tree-sampled AT-GRPO (fast on a CPU); "
+                             "mas: the tool+planner team, mas_prompt vs mas_at_grpo_shared")
     parser.add_argument("--minutes", type=float, default=12.0, help="AT-GRPO training budget in minutes")
     parser.add_argument("--episodes", type=int, default=50, help="held-out evaluation tasks")
     parser.add_argument("--out", default=str(REPO / "runs" / "main"), help="output folder")
@@ -64,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     outcomes = {}
-    plan = [("mas_prompt", None), ("mas_at_grpo_shared", Budget(minutes=args.minutes))]
+    untrained, trained_name = (("single_prompt", "single_at_grpo") if args.workflow == "single"
+                               else ("mas_prompt", "mas_at_grpo_shared"))
+    plan = [(untrained, None), (trained_name, Budget(minutes=args.minutes))]
     for i, (name, budget) in enumerate(plan, 1):
         method = get_method(name)
         what = f"train {budget.describe()} + evaluate" if budget else "evaluate"
@@ -87,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi = o.results["summary"]["ci95"]
         print(f"{get_method(name).label:<32} {100 * o.success_rate:>9.1f} {f'[{100 * lo:.0f}, {100 * hi:.0f}]':>15} "
               f"{o.train_steps:>11}")
-    trained = outcomes["mas_at_grpo_shared"]
+    trained = outcomes[trained_name]
     curve = Path(trained.run_dir) / "learning_curve.png" if trained.run_dir else None
     print()
     print(f"leaderboard page: {site.html}  ({site.entries} entries; chart {site.png})")
     if curve is not None:
         print(f"learning curve:   {curve}{'' if curve.exists() else ' (not written)'}")
-    print(f"results files:    {outcomes['mas_prompt'].results_path}, {trained.results_path}")
+    print(f"results files:    {outcomes[untrained].results_path}, {trained.results_path}")
     print(f"done in {(time.perf_counter() - start) / 60:.1f} min")
     return 0
 

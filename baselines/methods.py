@@ -5,6 +5,8 @@ name                        workflow  training
 ==========================  ========  ==========================================================
 ``single_prompt``           single    none (the base model, prompted)
 ``single_grpo``             single    GRPO with trajectory-level groups (K episodes per task)
+``single_at_grpo``          single    tree sampling + turn-level groups with one agent (not in the
+                                      paper: isolates tree sampling from the two-agent workflow)
 ``mas_prompt``              mas       none
 ``mas_naive_grpo``          mas       GRPO grouped by the initial prompt (= trajectory grouping in
                                       the mas workflow: one group mixes turns and roles; the
@@ -132,7 +134,7 @@ class Method:
         fields.update(
             output_dir=str(run_dir), env=env, workflow=self.workflow, model=model,
             policy_mode=self.training.policy, grouping=self.training.grouping, env_kwargs=env_only,
-            max_steps=budget.step_cap, save_steps=budget.step_cap, seed=seed, report_to="none",
+            max_steps=budget.step_cap, save_steps=min(10, budget.step_cap), seed=seed, report_to="none",
         )
         fields.update(train_args or {})
         config = ATGRPOConfig(**fields)
@@ -214,6 +216,7 @@ def settle_env_kwargs(env: str, env_kwargs: dict[str, Any], workflow: str = "mas
 def _train_until(run: Any, budget: Budget, progress: bool) -> None:
     """The trainer's step loop with a wall-clock deadline; the final state is checkpointed."""
     from mas_trainer import checkpoint
+    from mas_trainer.plotting import plot_learning_curve
 
     deadline = time.monotonic() + 60.0 * float(budget.minutes or 0)
     run.run_dir.mkdir(parents=True, exist_ok=True)
@@ -227,7 +230,10 @@ def _train_until(run: Any, budget: Budget, progress: bool) -> None:
                 print(f"  step {record['step']}: reward {record['reward_mean']:.3f} success "
                       f"{record['success_rate']:.2f} ({record['time_step']:.1f} s; {left / 60:.1f} min left)",
                       file=sys.stderr, flush=True)
+            if run.config.save_steps and run.global_step % int(run.config.save_steps) == 0:
+                checkpoint.save_checkpoint(run)  # nothing lost if the budgeted run is killed
     checkpoint.save_checkpoint(run)
+    plot_learning_curve(run.metrics_path, run.run_dir / "learning_curve.png")
 
 
 METHODS: dict[str, Method] = {
@@ -235,6 +241,7 @@ METHODS: dict[str, Method] = {
     for m in (
         Method("single_prompt", "Single agent", "single"),
         Method("single_grpo", "Single agent + GRPO", "single", Training("trajectory", "shared")),
+        Method("single_at_grpo", "Single agent + tree-sampled GRPO", "single", Training("at_grpo", "shared")),
         Method("mas_prompt", "MAS (prompt only)", "mas"),
         Method("mas_naive_grpo", "MAS + GRPO (naive grouping)", "mas", Training("trajectory", "shared")),
         Method("mas_at_grpo_shared", "MAS + AT-GRPO (shared policy)", "mas", Training("at_grpo", "shared")),

@@ -18,6 +18,7 @@ DEFAULT_SITE_DIR = PACKAGE_DIR / "site"
 METHODS = (
     "single_prompt",
     "single_grpo",
+    "single_at_grpo",
     "mas_prompt",
     "mas_naive_grpo",
     "mas_at_grpo_shared",

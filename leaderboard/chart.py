@@ -11,6 +11,7 @@ from leaderboard.rows import Row, best_by_env_method, env_sort_key, method_rank
 COLORS = {
     "single_prompt": "#9e9e9e",
     "single_grpo": "#616161",
+    "single_at_grpo": "#8d6e63",
     "mas_prompt": "#90caf9",
     "mas_naive_grpo": "#ffb74d",
     "mas_at_grpo_shared": "#1e88e5",

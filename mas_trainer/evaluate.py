@@ -45,6 +45,7 @@ SCHEMA_VERSION = 1
 METHODS = (
     "single_prompt",
     "single_grpo",
+    "single_at_grpo",
     "mas_prompt",
     "mas_naive_grpo",
     "mas_at_grpo_shared",
@@ -178,14 +179,15 @@ def describe_target(model: str, step: int | None = None) -> Target:
 def default_method(workflow: str, target: Target | LoadedPolicies) -> str:
     """The paper method a model / run stands for (see the module docstring of ``baselines.methods``).
 
-    A run trained in the single workflow is ``single_grpo`` whatever its grouping (the paper has no
-    single-agent AT-GRPO row).
+    A run trained in the single workflow is ``single_grpo`` (trajectory groups, the paper's baseline)
+    or ``single_at_grpo`` (tree-sampled turn-level groups with one agent: not a row of the paper, an
+    ablation that isolates tree sampling from the multi-agent workflow).
     """
     config = target.run_config
     if config is None:
         return f"{workflow}_prompt"
     if workflow == "single":
-        return "single_grpo"
+        return "single_grpo" if config.get("grouping") == "trajectory" else "single_at_grpo"
     if config.get("grouping") == "trajectory":
         return "mas_naive_grpo"
     return f"mas_at_grpo_{target.policy_mode}"

@@ -39,10 +39,11 @@ def test_methods_are_the_papers():
     from mas_trainer.evaluate import METHODS as RESULT_METHODS
 
     assert tuple(METHODS) == RESULT_METHODS  # the results-file enum, in the paper's order
-    assert [m.workflow for m in METHODS.values()] == ["single", "single", "mas", "mas", "mas", "mas"]
+    assert [m.workflow for m in METHODS.values()] == ["single", "single", "single", "mas", "mas", "mas", "mas"]
     untrained = [m.name for m in METHODS.values() if not m.trained]
     assert untrained == ["single_prompt", "mas_prompt"]
     assert get_method("single_grpo").training.grouping == "trajectory"
+    assert get_method("single_at_grpo").training.grouping == "at_grpo"
     assert get_method("mas_naive_grpo").training.grouping == "trajectory"
     assert get_method("mas_at_grpo_shared").training.policy == "shared"
     spec = get_method("mas_at_grpo_specialized").training

@@ -213,12 +213,12 @@ def test_cli_errors_exit_2_with_one_line(argv, message, capsys):
 
 @pytest.mark.slow
 def test_default_model_plan_path_greedy(tmp_path):
-    """The real SmolLM2-135M on Plan-Path 4x4 (single workflow), 20 greedy episodes."""
+    """The real SmolLM2-135M on Plan-Path 4x4 (single workflow), a few greedy episodes (3 turns each)."""
     from mas_trainer.eval_cli import main
 
     out = tmp_path / "smollm2.json"
-    assert main(["--env", "plan_path", "--model", "smollm2-135m", "--workflow", "single", "--episodes", "20",
-                 "--out", str(out)]) == 0
+    assert main(["--env", "plan_path", "--model", "smollm2-135m", "--workflow", "single", "--episodes", "4",
+                 "--env-kwargs", '{"max_turns": 3}', "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     check_results_file(data)
-    assert data["model"]["params"] > 100_000_000 and data["summary"]["episodes"] == 20
+    assert data["model"]["params"] > 100_000_000 and data["summary"]["episodes"] == 4

@@ -1,0 +1,377 @@
+"""Tree sampling with a shared prompt prefix: K branches from one prompt, prefilled once.
+
+AT-GRPO asks for ``n`` (= K) completions of the SAME prompt, for many envs at once. Plain
+``generate(num_return_sequences=K)`` prefills K identical copies of every prompt; with ~150-token
+prompts and 32 new tokens that prefill is most of the work. :class:`PrefixSharedBackend`:
+
+1. prefills each DISTINCT prompt once (all prompts batched, left padded);
+2. keeps that prompt's keys/values ONCE and lets its K branches attend to it together
+   ("cascade" attention: the K x heads queries of one prompt form one matrix product against the
+   shared prefix, the branch's own new tokens are attended separately, and one softmax spans both);
+3. decodes in its own loop with a preallocated branch cache (no per-step ``torch.cat`` of the
+   whole cache, no ``generate`` logits-processor machinery), sampling with temperature/top-p.
+
+It runs the model's own modules (norms, projections, MLP, rotary embedding) on the very model
+object being trained, so weights are always current and ``sync_weights`` is a no-op. The fast path
+covers Llama-style decoders (``llama``, ``qwen2``, ``qwen3``, ``mistral`` without sliding window);
+any other model falls back to :class:`~mas_trainer.generation.HFBackend`.
+
+Results follow :class:`~mas_trainer.generation.HFBackend` exactly: token ids without prompt or
+padding, cut after the first EOS (inclusive), decoded text, ``finish_reason``, and log-probs
+``log_softmax(logits / temperature)`` of each sampled token (after temperature, before top-p;
+``log_softmax(logits)`` for greedy).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from mas_trainer.generation import HFBackend, _default_eos, _eval_mode
+from mas_trainer.samples import Completion
+
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+PREFIX_MODES = ("cascade", "expand", "none")
+
+
+def supports_fast_path(model: Any) -> bool:
+    """True if the model is a Llama-style decoder this module can run layer by layer."""
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) not in SUPPORTED_MODEL_TYPES:
+        return False
+    if getattr(config, "use_sliding_window", False) or (
+        config.model_type == "mistral" and getattr(config, "sliding_window", None)
+    ):
+        return False
+    inner = getattr(model, "model", None)
+    needed = ("layers", "embed_tokens", "norm", "rotary_emb")
+    return inner is not None and all(hasattr(inner, name) for name in needed) and hasattr(model, "lm_head")
+
+
+class PrefixSharedBackend:
+    """A :class:`~mas_trainer.generation.GenerationBackend` for K branches per prompt.
+
+    ``prefix_mode`` chooses how branches share their prompt (the non-default modes exist to
+    measure what each idea is worth):
+
+    - ``"cascade"`` (default): prefill once, keep one copy of the prompt's keys/values;
+    - ``"expand"``: prefill once, copy the prompt's keys/values K times;
+    - ``"none"``: prefill K copies of the prompt (what ``generate`` does), same decode loop.
+
+    Prompts are processed in chunks of at most ``max_batch_size`` branch rows (whole prompts per
+    chunk). Identical prompts in one call are prefilled once. With ``seed`` the result is
+    reproducible for the same ``max_batch_size`` and the global torch RNG is untouched.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_batch_size: int = 256,
+        eos_token_ids: Sequence[int] | None = None,
+        prefix_mode: str = "cascade",
+    ) -> None:
+        if prefix_mode not in PREFIX_MODES:
+            raise ValueError(f"prefix_mode must be one of {PREFIX_MODES}, not {prefix_mode!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.prefix_mode = prefix_mode
+        self.eos_token_ids = list(eos_token_ids) if eos_token_ids is not None else _default_eos(model, tokenizer)
+        if not self.eos_token_ids:
+            raise ValueError("no EOS token id known: pass eos_token_ids")
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
+        self.fast = supports_fast_path(model)
+        self._fallback = None if self.fast else HFBackend(model, tokenizer, max_batch_size, self.eos_token_ids)
+
+    def sync_weights(self) -> None:
+        """Nothing to do: sampling reads the training model's parameters directly."""
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        return_logprobs: bool = False,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        """For each prompt, ``n`` completions (temperature 0 = greedy)."""
+        if n < 1 or max_new_tokens < 1:
+            raise ValueError("n and max_new_tokens must be >= 1")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        if self._fallback is not None:
+            return self._fallback.generate(
+                prompts, n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                return_logprobs=return_logprobs, seed=seed,
+            )
+        import torch
+
+        # Identical prompts (e.g. the first turn of equal tasks) share one prefill.
+        distinct: dict[tuple[int, ...], int] = {}
+        for prompt in prompts:
+            distinct.setdefault(tuple(prompt), len(distinct))
+        unique = [list(p) for p in distinct]
+        if self.prefix_mode == "none":  # K separate copies of each prompt, one branch each
+            work, per_prompt = [p for p in unique for _ in range(n)], 1
+        else:
+            work, per_prompt = unique, n
+        generator = torch.Generator(device=self.model.device).manual_seed(seed) if seed is not None else None
+        prompts_per_chunk = max(1, self.max_batch_size // per_prompt)
+        rows: list[Completion] = []
+        with _eval_mode(self.model), torch.inference_mode():
+            for start in range(0, len(work), prompts_per_chunk):
+                rows.extend(
+                    self._generate_chunk(
+                        work[start : start + prompts_per_chunk], per_prompt, max_new_tokens,
+                        temperature, top_p, return_logprobs, generator,
+                    )
+                )
+        by_prompt = [rows[i * n : (i + 1) * n] for i in range(len(unique))]
+        # Repeated prompts get copies, so callers may mutate one result without touching another.
+        seen: set[int] = set()
+        out = []
+        for prompt in prompts:
+            index = distinct[tuple(prompt)]
+            out.append(by_prompt[index] if index not in seen else [_copy(c) for c in by_prompt[index]])
+            seen.add(index)
+        return out
+
+    # -----------------------------------------------------------------------------------------
+    # One chunk: prefill the distinct prompts, then decode n branches of each.
+
+    def _generate_chunk(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        return_logprobs: bool,
+        generator: Any,
+    ) -> list[Completion]:
+        import torch
+
+        device = self.model.device
+        num_prompts, width = len(prompts), max(len(p) for p in prompts)
+        input_ids = torch.full((num_prompts, width), self.pad_token_id, dtype=torch.long)
+        valid = torch.zeros((num_prompts, width), dtype=torch.bool)
+        for row, prompt in enumerate(prompts):  # left padding: every prompt ends in the last column
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            valid[row, width - len(prompt) :] = True
+        input_ids, valid = input_ids.to(device), valid.to(device)
+
+        last_hidden, prefix_kv = self._prefill(input_ids, valid)
+        # Additive mask over the prefix keys, one row per prompt: 0 for prompt tokens, -inf for padding.
+        prefix_bias = torch.zeros((num_prompts, width), dtype=torch.float32, device=device)
+        prefix_bias.masked_fill_(~valid, float("-inf"))
+        if self.prefix_mode == "expand":  # copy each prompt's cache to its n branches
+            prefix_kv = [(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0)) for k, v in prefix_kv]
+            prefix_bias = prefix_bias.repeat_interleave(n, 0)
+            group = 1
+        else:
+            group = n
+
+        rows = num_prompts * n
+        logits = self._logits(last_hidden).repeat_interleave(n, 0)  # (rows, vocab)
+        positions = valid.sum(1).repeat_interleave(n, 0)  # next position of each branch
+        branch_kv = self._empty_branch_cache(rows, max_new_tokens, last_hidden.dtype)
+
+        eos = torch.tensor(self.eos_token_ids, device=device)
+        finished = torch.zeros(rows, dtype=torch.bool, device=device)
+        tokens, logprobs = [], []
+        for step in range(max_new_tokens):
+            chosen, chosen_logprob = _sample(logits, temperature, top_p, return_logprobs, generator)
+            chosen = chosen.masked_fill(finished, self.pad_token_id)
+            tokens.append(chosen)
+            if chosen_logprob is not None:
+                logprobs.append(chosen_logprob)
+            finished |= torch.isin(chosen, eos)
+            if step == max_new_tokens - 1 or bool(finished.all()):
+                break
+            hidden = self._decode_step(chosen, positions + step, step, prefix_kv, prefix_bias, branch_kv, group)
+            logits = self._logits(hidden)
+
+        generated = torch.stack(tokens, 1).cpu()
+        sampled_logprobs = torch.stack(logprobs, 1).float().cpu() if return_logprobs else None
+        return [
+            self._completion(generated[row], None if sampled_logprobs is None else sampled_logprobs[row])
+            for row in range(rows)
+        ]
+
+    def _completion(self, tokens: Any, logprobs: Any) -> Completion:
+        """Cut a generated row after its first EOS (inclusive), as HFBackend does."""
+        ids = tokens.tolist()
+        stop = next((i for i, t in enumerate(ids) if t in self.eos_token_ids), None)
+        if stop is not None:
+            ids = ids[: stop + 1]
+        return Completion(
+            token_ids=ids,
+            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            logprobs=None if logprobs is None else logprobs[: len(ids)].tolist(),
+            finish_reason="stop" if stop is not None else "length",
+        )
+
+    # -----------------------------------------------------------------------------------------
+    # The transformer, run layer by layer with the model's own modules.
+
+    def _layers(self) -> Any:
+        return self.model.model.layers
+
+    def _shape(self) -> tuple[int, int, int]:
+        """(query heads, key/value heads, head dim) of the first attention layer."""
+        config = self.model.config
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        return heads, kv_heads, head_dim
+
+    def _logits(self, hidden: Any) -> Any:
+        """Next-token logits (float32) from last-position hidden states (rows, hidden)."""
+        return self.model.lm_head(self.model.model.norm(hidden)).float()
+
+    def _project_qkv(self, attn: Any, x: Any, cos: Any, sin: Any) -> tuple[Any, Any, Any]:
+        """Queries (b, heads, L, d), keys and values (b, kv_heads, L, d), with rotary applied."""
+        heads, kv_heads, head_dim = self._shape()
+        b, length = x.shape[:2]
+        q = attn.q_proj(x).view(b, length, heads, head_dim)
+        k = attn.k_proj(x).view(b, length, kv_heads, head_dim)
+        v = attn.v_proj(x).view(b, length, kv_heads, head_dim)
+        if hasattr(attn, "q_norm"):  # Qwen3 normalises each head before the rotary embedding
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
+
+    def _prefill(self, input_ids: Any, valid: Any) -> tuple[Any, list[tuple[Any, Any]]]:
+        """Run the padded prompts; return the last position's hidden state and each layer's K/V."""
+        import torch
+        import torch.nn.functional as F
+
+        inner = self.model.model
+        width = input_ids.shape[1]
+        positions = (valid.long().cumsum(1) - 1).clamp(min=0)
+        causal = torch.ones(width, width, dtype=torch.bool, device=input_ids.device).tril()
+        # Padding queries attend to themselves only, so their rows stay finite (never NaN).
+        mask = (causal & valid[:, None, :]) | torch.eye(width, dtype=torch.bool, device=input_ids.device)
+        mask = mask[:, None]  # (prompts, 1, width, width)
+
+        x = inner.embed_tokens(input_ids)
+        cos, sin = inner.rotary_emb(x, positions)
+        heads, kv_heads, _ = self._shape()
+        cache = []
+        for layer in self._layers():
+            attn = layer.self_attn
+            q, k, v = self._project_qkv(attn, layer.input_layernorm(x), cos, sin)
+            cache.append((k, v))
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, scale=attn.scaling, enable_gqa=heads != kv_heads
+            )
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(x.shape[0], width, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return x[:, -1], cache
+
+    def _empty_branch_cache(self, rows: int, length: int, dtype: Any) -> list[tuple[Any, Any]]:
+        """Preallocated keys/values for the tokens each branch generates (filled step by step)."""
+        import torch
+
+        _, kv_heads, head_dim = self._shape()
+        device = self.model.device
+        return [
+            (
+                torch.empty(rows, kv_heads, length, head_dim, dtype=dtype, device=device),
+                torch.empty(rows, kv_heads, length, head_dim, dtype=dtype, device=device),
+            )
+            for _ in self._layers()
+        ]
+
+    def _decode_step(
+        self, token: Any, position: Any, step: int, prefix_kv: list, prefix_bias: Any, branch_kv: list, group: int
+    ) -> Any:
+        """Feed one token per branch; return the new hidden state (rows, hidden).
+
+        ``group`` branches in a row share one prefix entry (``prefix_kv`` has rows // group
+        entries). Attention scores over the shared prefix are one matrix product per prompt (all
+        of its branches' queries at once); scores over each branch's own tokens are separate; one
+        softmax normalises both parts together, so the result equals plain attention.
+        """
+        import torch
+
+        inner = self.model.model
+        heads, kv_heads, head_dim = self._shape()
+        per_kv = heads // kv_heads
+        rows = token.shape[0]
+        prompts = rows // group
+        x = inner.embed_tokens(token[:, None])  # (rows, 1, hidden)
+        cos, sin = inner.rotary_emb(x, position[:, None])
+        bias = prefix_bias[:, None, None, :]  # (prompts, 1, 1, width)
+        for layer, (prefix_k, prefix_v), (branch_k, branch_v) in zip(self._layers(), prefix_kv, branch_kv):
+            attn = layer.self_attn
+            q, k, v = self._project_qkv(attn, layer.input_layernorm(x), cos, sin)
+            branch_k[:, :, step] = k[:, :, 0]
+            branch_v[:, :, step] = v[:, :, 0]
+            # Queries grouped by prompt and kv head: (prompts, kv_heads, group * per_kv, d).
+            q = q.reshape(prompts, group, kv_heads, per_kv, head_dim)
+            q_by_prompt = q.transpose(1, 2).reshape(prompts, kv_heads, group * per_kv, head_dim)
+            prefix_scores = (q_by_prompt @ prefix_k.transpose(-1, -2)).float() * attn.scaling + bias
+            width = prefix_scores.shape[-1]
+            prefix_scores = prefix_scores.view(prompts, kv_heads, group, per_kv, width).transpose(1, 2)
+            prefix_scores = prefix_scores.reshape(rows, kv_heads, per_kv, width)
+            q_by_row = q.reshape(rows, kv_heads, per_kv, head_dim)
+            own_k, own_v = branch_k[:, :, : step + 1], branch_v[:, :, : step + 1]
+            own_scores = (q_by_row @ own_k.transpose(-1, -2)).float() * attn.scaling
+            weights = torch.cat([prefix_scores, own_scores], -1).softmax(-1).to(q.dtype)
+            prefix_weights = weights[..., :width].reshape(prompts, group, kv_heads, per_kv, width)
+            prefix_weights = prefix_weights.transpose(1, 2).reshape(prompts, kv_heads, group * per_kv, width)
+            out = (prefix_weights @ prefix_v).view(prompts, kv_heads, group, per_kv, head_dim).transpose(1, 2)
+            out = out.reshape(rows, kv_heads, per_kv, head_dim) + weights[..., width:] @ own_v
+            x = x + attn.o_proj(out.reshape(rows, 1, heads * head_dim))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return x[:, 0]
+
+
+def _rotate_half(x: Any) -> Any:
+    import torch
+
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def _sample(logits: Any, temperature: float, top_p: float, return_logprobs: bool, generator: Any) -> tuple[Any, Any]:
+    """Pick one token per row; its log-prob under the temperature-scaled distribution if asked."""
+    import torch
+
+    if temperature <= 0:
+        chosen = logits.argmax(-1)
+        scaled = logits
+    else:
+        scaled = logits / temperature
+        probs = scaled.softmax(-1)
+        if top_p < 1.0:
+            probs = _top_p_filter(probs, top_p)
+        chosen = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    if not return_logprobs:
+        return chosen, None
+    return chosen, scaled.log_softmax(-1).gather(1, chosen[:, None])[:, 0]
+
+
+def _top_p_filter(probs: Any, top_p: float) -> Any:
+    """Zero every token outside the smallest set whose probability reaches ``top_p`` (nucleus)."""
+    import torch
+
+    sorted_probs, order = probs.sort(-1, descending=True)
+    mass_before = sorted_probs.cumsum(-1) - sorted_probs
+    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)  # the top token always stays
+    return torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+
+
+def _copy(completion: Completion) -> Completion:
+    return Completion(
+        token_ids=list(completion.token_ids),
+        text=completion.text,
+        logprobs=None if completion.logprobs is None else list(completion.logprobs),
+        finish_reason=completion.finish_reason,
+    )
