@@ -69,7 +69,7 @@ def matmul_rate(m: int, k: int, n: int, dtype=torch.float32, seconds: float = 1.
     a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
     a @ b
     count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while count == 0 or time.perf_counter() - start < seconds:  # at least one timed product
         a @ b
         count += 1
     return 2 * m * k * n * count / (time.perf_counter() - start)

@@ -42,17 +42,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-METHODS = (
-    "single_prompt",
-    "single_grpo",
-    "single_at_grpo",
-    "mas_prompt",
-    "mas_naive_grpo",
-    "mas_at_grpo_shared",
-    "mas_at_grpo_specialized",
-)
+from leaderboard import METHODS  # noqa: E402  (the results-file enum lives beside its schema)
 WORKFLOWS = ("mas", "single")
-Z_95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
 class EvalError(ValueError):
@@ -98,16 +89,7 @@ class LoadedPolicies:
 # Statistics
 
 
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (well behaved at 0% and 100%, unlike Wald)."""
-    if n < 1:
-        raise ValueError("n must be >= 1")
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # Clamp rounding noise so that the interval always contains p and stays in [0, 1].
-    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
+from leaderboard.sample import wilson_interval  # noqa: E402  (one definition, the one submit checks)
 
 
 # --------------------------------------------------------------------------------------------------
