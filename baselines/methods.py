@@ -187,7 +187,7 @@ class Method:
                     + (f" --budget '{budget.describe()}'" if self.trained and budget else ""),
         )
         start = time.perf_counter()
-        results = evaluate(request)
+        results = evaluate(request, progress=progress)
         eval_seconds = time.perf_counter() - start
         path = write_results(results, folder / "results.json")
         return MethodOutcome(self.name, env, path, results, run_dir, steps, train_seconds, eval_seconds)

@@ -93,13 +93,15 @@ def tree_rollout(
     episode_ids: list[int] | None = None,
     seed: int | None = None,
     max_steps: int | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> Rollout:
     """Play every env to the end with tree sampling; return all K candidates of every branching point.
 
     ``envs`` are reset envs; they are not modified (each step continues on a clone).
     With ``k=1, temperature=0`` this is plain greedy play, which evaluation uses.
     ``max_steps`` caps the agent steps of one episode (default: ``max_turns`` x number of roles);
-    an episode still live at the cap raises ``RuntimeError``.
+    an episode still live at the cap raises ``RuntimeError``. ``on_step(finished, total)``, if given,
+    is called before every batched step with the number of finished episodes (for progress bars).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -126,6 +128,8 @@ def tree_rollout(
         for e, env in enumerate(current):
             _check_step_limit(env, steps_taken[e], step_limits[e], episode_ids[e])
         live = [e for e, env in enumerate(current) if not _is_done(env)]
+        if on_step is not None:
+            on_step(len(current) - len(live), len(current))
         if not live:
             break
 

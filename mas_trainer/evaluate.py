@@ -279,7 +279,7 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
 
 
 def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, samples: int, temperature: float,
-         top_p: float, max_new_tokens: int, seed: int):
+         top_p: float, max_new_tokens: int, seed: int, progress: bool = False):
     """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``)."""
     from mas_trainer.atgrpo import tree_rollout
     from mas_trainer.generation import HFBackend
@@ -287,9 +287,23 @@ def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, sa
     used = sorted(set(routing.values()))
     backends = {p: HFBackend(*loaded.models[p]) for p in used}
     tokenizers = {p: loaded.models[p][1] for p in used}
-    return tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
-                        k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                        seed=seed if temperature > 0 else None)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(envs), desc="episodes", unit="ep")
+
+    def on_step(finished: int, total: int) -> None:
+        if bar is not None:
+            bar.update(finished - bar.n)
+
+    try:
+        return tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
+                            k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                            seed=seed if temperature > 0 else None, on_step=on_step)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def summarize(rollout: Any, roles: list[str], wall_time_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -383,7 +397,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
               f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})")
     start = time.perf_counter()
     rollout = play(envs, loaded, routing, samples=request.samples, temperature=float(temperature),
-                   top_p=request.top_p, max_new_tokens=max_new_tokens, seed=request.seed)
+                   top_p=request.top_p, max_new_tokens=max_new_tokens, seed=request.seed, progress=progress)
     wall = time.perf_counter() - start
     episodes, summary = summarize(rollout, roles, wall)
     return {
