@@ -169,7 +169,7 @@ def main() -> None:
 
     print()
     print(f"matmul fp32 64x576x1536: {decode_rate / 1e9:.0f} GFLOP/s; fp32 2048^3: {square_rate / 1e9:.0f} GFLOP/s;"
-          f" bf16 2048^3: {bf16_rate / 1e9:.0f} GFLOP/s")
+          f" bf16 2048^3: {bf16_rate / 1e9:.1f} GFLOP/s")
     print(f"params {params / 1e6:.1f} M; FLOP per generated token 2 x params = {2 * params / 1e9:.2f} GFLOP")
     header = f"| {'variant':<16} | {'what':<48} | {'s (median)':>10} | {'gen tok/s':>9} | {'vs HF plain':>11} |" \
              f" {'% ceil decode-mm':>16} | {'% ceil square-mm':>16} |"
