@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workflow", default="single", choices=["single", "mas"],
                         help="single: one agent, prompt-only vs tree-sampled AT-GRPO (fast on a CPU); "
                              "mas: the tool+planner team, mas_prompt vs mas_at_grpo_shared")
-    parser.add_argument("--minutes", type=float, default=12.0, help="AT-GRPO training budget in minutes")
-    parser.add_argument("--episodes", type=int, default=50, help="held-out evaluation tasks")
+    parser.add_argument("--minutes", type=float, default=10.0, help="AT-GRPO training budget in minutes")
+    parser.add_argument("--episodes", type=int, default=30, help="held-out evaluation tasks")
     parser.add_argument("--out", default=str(REPO / "runs" / "main"), help="output folder")
     parser.add_argument("--entries", default=str(REPO / "leaderboard" / "entries"), help="leaderboard entries")
     parser.add_argument("--site", default=str(REPO / "leaderboard" / "site"), help="leaderboard page folder")
