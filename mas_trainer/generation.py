@@ -114,11 +114,7 @@ class HFBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
-        self.eos_token_ids = list(eos_token_ids) if eos_token_ids is not None else _default_eos(model, tokenizer)
-        if not self.eos_token_ids:
-            raise ValueError("no EOS token id known: pass eos_token_ids")
-        pad = tokenizer.pad_token_id
-        self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
+        self.eos_token_ids, self.pad_token_id = special_token_ids(model, tokenizer, eos_token_ids)
 
     def sync_weights(self) -> None:
         """Nothing to do: generation uses the training model object itself."""
@@ -134,10 +130,7 @@ class HFBackend:
         return_logprobs: bool = False,
         seed: int | None = None,
     ) -> list[list[Completion]]:
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError("n and max_new_tokens must be >= 1")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_generate_args(prompts, n, max_new_tokens)
         expanded = [list(p) for p in prompts for _ in range(n)]
         flat: list[Completion] = []
         with _eval_mode(self.model), _seeded(seed, self.model):
@@ -200,17 +193,38 @@ class HFBackend:
         ]
 
     def _completion(self, tokens: Any, logprobs: Any) -> Completion:
-        """Cut a generated row after its first EOS (inclusive); padding follows EOS only."""
-        ids = tokens.tolist()
-        stop = next((i for i, t in enumerate(ids) if t in self.eos_token_ids), None)
-        if stop is not None:
-            ids = ids[: stop + 1]
-        return Completion(
-            token_ids=ids,
-            text=self.tokenizer.decode(ids, skip_special_tokens=True),
-            logprobs=None if logprobs is None else logprobs[: len(ids)].tolist(),
-            finish_reason="stop" if stop is not None else "length",
-        )
+        return completion_from_row(self.tokenizer, self.eos_token_ids, tokens, logprobs)
+
+
+# ---------------------------------------------------------------------- shared by every backend
+def special_token_ids(model: Any, tokenizer: Any, eos_token_ids: Sequence[int] | None) -> tuple[list[int], int]:
+    """``(eos ids, pad id)``: the given or configured EOS ids; the tokenizer's pad, else the first EOS."""
+    eos = list(eos_token_ids) if eos_token_ids is not None else _default_eos(model, tokenizer)
+    if not eos:
+        raise ValueError("no EOS token id known: pass eos_token_ids")
+    pad = tokenizer.pad_token_id
+    return eos, (pad if pad is not None else eos[0])
+
+
+def check_generate_args(prompts: list[list[int]], n: int, max_new_tokens: int) -> None:
+    if n < 1 or max_new_tokens < 1:
+        raise ValueError("n and max_new_tokens must be >= 1")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+
+
+def completion_from_row(tokenizer: Any, eos_token_ids: list[int], tokens: Any, logprobs: Any) -> Completion:
+    """Cut a generated row after its first EOS (inclusive); padding follows EOS only."""
+    ids = tokens.tolist()
+    stop = next((i for i, t in enumerate(ids) if t in eos_token_ids), None)
+    if stop is not None:
+        ids = ids[: stop + 1]
+    return Completion(
+        token_ids=ids,
+        text=tokenizer.decode(ids, skip_special_tokens=True),
+        logprobs=None if logprobs is None else logprobs[: len(ids)].tolist(),
+        finish_reason="stop" if stop is not None else "length",
+    )
 
 
 def _default_eos(model: Any, tokenizer: Any) -> list[int]:

@@ -26,7 +26,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from mas_trainer.generation import HFBackend, _default_eos, _eval_mode
+from mas_trainer.generation import (
+    HFBackend,
+    _eval_mode,
+    check_generate_args,
+    completion_from_row,
+    special_token_ids,
+)
 from mas_trainer.samples import Completion
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -76,11 +82,7 @@ class PrefixSharedBackend:
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.prefix_mode = prefix_mode
-        self.eos_token_ids = list(eos_token_ids) if eos_token_ids is not None else _default_eos(model, tokenizer)
-        if not self.eos_token_ids:
-            raise ValueError("no EOS token id known: pass eos_token_ids")
-        pad = tokenizer.pad_token_id
-        self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
+        self.eos_token_ids, self.pad_token_id = special_token_ids(model, tokenizer, eos_token_ids)
         self.fast = supports_fast_path(model)
         self._fallback = None if self.fast else HFBackend(model, tokenizer, max_batch_size, self.eos_token_ids)
 
@@ -99,10 +101,7 @@ class PrefixSharedBackend:
         seed: int | None = None,
     ) -> list[list[Completion]]:
         """For each prompt, ``n`` completions (temperature 0 = greedy)."""
-        if n < 1 or max_new_tokens < 1:
-            raise ValueError("n and max_new_tokens must be >= 1")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_generate_args(prompts, n, max_new_tokens)
         if self._fallback is not None:
             return self._fallback.generate(
                 prompts, n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -203,17 +202,7 @@ class PrefixSharedBackend:
         ]
 
     def _completion(self, tokens: Any, logprobs: Any) -> Completion:
-        """Cut a generated row after its first EOS (inclusive), as HFBackend does."""
-        ids = tokens.tolist()
-        stop = next((i for i, t in enumerate(ids) if t in self.eos_token_ids), None)
-        if stop is not None:
-            ids = ids[: stop + 1]
-        return Completion(
-            token_ids=ids,
-            text=self.tokenizer.decode(ids, skip_special_tokens=True),
-            logprobs=None if logprobs is None else logprobs[: len(ids)].tolist(),
-            finish_reason="stop" if stop is not None else "length",
-        )
+        return completion_from_row(self.tokenizer, self.eos_token_ids, tokens, logprobs)
 
     # -----------------------------------------------------------------------------------------
     # The transformer, run layer by layer with the model's own modules.
