@@ -296,6 +296,15 @@ class TextAECEnv(AECEnv):
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ helpers for subclasses
+    def choose_task_index(self, options: dict[str, Any], n_tasks: int) -> int:
+        """``options["task_index"]`` (checked against ``n_tasks``), else a draw from ``self.np_random``."""
+        index = options.get("task_index")
+        if index is None:
+            return int(self.np_random.integers(n_tasks))
+        if not 0 <= int(index) < n_tasks:
+            raise ValueError(f"{self.env_name}: task_index {index} out of range 0..{n_tasks - 1}")
+        return int(index)
+
     def history_text(self, last_turns: int = 2) -> str:
         """Readable interaction history of the last ``last_turns`` turns (for prompts)."""
         recent = [h for h in self.history if h.turn >= self.turn - last_turns]

@@ -132,12 +132,7 @@ class CoderTesterEnv(TextAECEnv):
 
     # ------------------------------------------------------------------ TextAECEnv hooks
     def _reset_task(self, options: dict[str, Any]) -> None:
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(len(self.problems)))
-        elif not 0 <= int(index) < len(self.problems):
-            raise ValueError(f"coder_tester: task_index {index} out of range 0..{len(self.problems) - 1}")
-        self.state = CoderTesterState(index=int(index))
+        self.state = CoderTesterState(index=self.choose_task_index(options, len(self.problems)))
 
     def _get_task_state(self) -> Any:
         return self.state

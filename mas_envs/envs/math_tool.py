@@ -119,13 +119,7 @@ class MathToolEnv(TextAECEnv):
         return self._fingerprint
 
     def _reset_task(self, options: dict[str, Any]) -> None:
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(len(self.problems)))
-        index = int(index)
-        if not 0 <= index < len(self.problems):
-            raise ValueError(f"task_index {index} out of range for {len(self.problems)} problems")
-        self._clear_task(index)
+        self._clear_task(self.choose_task_index(options, len(self.problems)))
 
     _STATE_FIELDS = (
         "task_index", "tool_code", "tool_output", "tool_status", "tool_answer",
