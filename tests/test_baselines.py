@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import torch
 
 from baselines.methods import METHODS, Budget, get_method
+from leaderboard.validate import result_problems
 
-SCHEMA = Path(__file__).resolve().parents[1] / "leaderboard" / "schema" / "results.schema.json"
 FAST_ENV = {"preset": "4x4", "max_turns": 1}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Several workers share 2 cores here: one torch thread avoids spin-wait contention."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def check_results_file(data: dict) -> None:
-    if SCHEMA.is_file():
-        import jsonschema
-
-        jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
-    try:
-        from leaderboard.validate import result_problems
-    except ImportError:
-        return
-    assert result_problems(data) == []
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_methods_are_the_papers():
@@ -71,7 +51,7 @@ def test_trained_method_within_a_time_budget(tmp_path):
     assert state["config"]["grouping"] == "trajectory" and state["config"]["workflow"] == "single"
     assert state["config"]["max_turns"] == 1  # the settled env kwargs reach training too
     data = json.loads(outcome.results_path.read_text())
-    check_results_file(data)
+    assert_valid_results(data)
     assert data["method"] == "single_grpo" and data["provenance"]["run_dir"] == str(outcome.run_dir)
     assert data["env"]["kwargs"] == {"preset": "4x4", "observation_detail": "rich", "max_turns": 1, "alpha": 1.0}
     assert len((outcome.run_dir / "metrics.jsonl").read_text().splitlines()) == 1
@@ -88,7 +68,7 @@ def test_compare_two_prompt_methods_prints_and_writes_the_table(tmp_path, capsys
     results = {m: json.loads((out_dir / "plan_path" / m / "results.json").read_text())
                for m in ("single_prompt", "mas_prompt")}
     for data in results.values():
-        check_results_file(data)
+        assert_valid_results(data)
     # Identical eval envs for both methods: same kwargs (max_turns settled explicitly), same task set.
     assert results["single_prompt"]["env"]["kwargs"] == results["mas_prompt"]["env"]["kwargs"]
     assert results["single_prompt"]["env"]["kwargs"]["max_turns"] == 1
@@ -140,3 +120,8 @@ def test_per_env_kwargs_forms():
         "plan_path": {"preset": "4x4"}, "sokoban": {"preset": "4x4"}}
     assert _per_env_kwargs({"plan_path": {"preset": "6x6"}}, ["plan_path", "sudoku"]) == {
         "plan_path": {"preset": "6x6"}, "sudoku": {}}
+
+
+def assert_valid_results(data: dict) -> None:
+    """The leaderboard's checks: the JSON Schema, then its consistency checks."""
+    assert result_problems(data) == []

@@ -11,34 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
+from leaderboard.validate import result_problems
 from mas_envs import make_env
 
-SCHEMA = Path(__file__).resolve().parents[1] / "leaderboard" / "schema" / "results.schema.json"
 FAST = ["--max-new-tokens", "3", "--env-kwargs", '{"preset": "4x4", "max_turns": 2}']
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Several workers share 2 cores here: one torch thread avoids spin-wait contention (10x faster)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def check_results_file(data: dict) -> None:
-    """Schema and the leaderboard's own consistency checks, when those are present."""
-    if SCHEMA.is_file():
-        import jsonschema
-
-        jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
-    try:
-        from leaderboard.validate import result_problems
-    except ImportError:
-        return
-    assert result_problems(data) == []
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_wilson_interval_known_values():
@@ -63,7 +43,7 @@ def test_mas_eval_single_writes_valid_results(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "success" in printed and "solver" in printed and str(out) in printed
     data = json.loads(out.read_text())
-    check_results_file(data)
+    assert_valid_results(data)
 
     env = make_env("plan_path", preset="4x4", max_turns=2, workflow="single", split="test")
     assert data["env"]["eval_set_fingerprint"] == env.unwrapped.eval_set_fingerprint()
@@ -95,7 +75,7 @@ def test_best_of_k_samples_k_candidates_per_step(tmp_path):
     request = EvalRequest(env="plan_path", model="tiny", workflow="mas", episodes=2, samples=3, seed=5,
                           max_new_tokens=3, env_kwargs={"preset": "4x4", "max_turns": 1})
     data = evaluate(request)
-    check_results_file(data)
+    assert_valid_results(data)
     assert data["decoding"] == {"temperature": 1.0, "samples": 3, "max_new_tokens": 3}
     assert set(data["summary"]["per_role"]) == {"tool", "planner"}
     for e in data["episodes"]:
@@ -170,7 +150,7 @@ def test_mas_eval_on_run_dir_and_swapped(specialized_run, tmp_path, capsys):
         argv = ["--env", "plan_path", "--model", str(specialized_run), "--episodes", "2", "--quiet", "--out", str(out)]
         assert main(argv + (["--swap-roles"] if swap else [])) == 0
         results[swap] = data = json.loads(out.read_text())
-        check_results_file(data)
+        assert_valid_results(data)
         assert data["method"] == "mas_at_grpo_specialized" and data["env"]["workflow"] == "mas"
         assert data["env"]["kwargs"]["max_turns"] == 1  # the run's settings are the defaults
         assert data["decoding"]["max_new_tokens"] == 3
@@ -220,5 +200,10 @@ def test_default_model_plan_path_greedy(tmp_path):
     assert main(["--env", "plan_path", "--model", "smollm2-135m", "--workflow", "single", "--episodes", "4",
                  "--env-kwargs", '{"max_turns": 3}', "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    check_results_file(data)
+    assert_valid_results(data)
     assert data["model"]["params"] > 100_000_000 and data["summary"]["episodes"] == 4
+
+
+def assert_valid_results(data: dict) -> None:
+    """The leaderboard's checks: the JSON Schema, then its consistency checks."""
+    assert result_problems(data) == []
