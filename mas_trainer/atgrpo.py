@@ -107,9 +107,7 @@ def tree_rollout(
         raise ValueError(f"k must be >= 1, got {k}")
     t_start = time.perf_counter()
     timings = {"generation": 0.0, "env": 0.0}
-    episode_ids = list(range(len(envs))) if episode_ids is None else list(episode_ids)
-    if len(episode_ids) != len(envs) or len(set(episode_ids)) != len(episode_ids):
-        raise ValueError("episode_ids must be unique, one per env")
+    episode_ids = _checked_episode_ids(envs, episode_ids)
     gen_kwargs = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                       return_logprobs=return_logprobs)
 
@@ -134,12 +132,7 @@ def tree_rollout(
             break
 
         # The acting agent of each live episode reads its own observation.
-        requests = []
-        for e in live:
-            agent = current[e].agent_selection
-            policy = policy_of_role(agent)
-            prompt = current[e].observe(agent)["prompt"]
-            requests.append((policy, _prompt_ids(tokenizers, policy, prompt)))
+        requests = _acting_prompts([current[e] for e in live], policy_of_role, tokenizers)
 
         # K candidates from the same prompt; one batched call per policy across all envs.
         t0 = time.perf_counter()
@@ -240,9 +233,7 @@ def trajectory_rollout(
         raise ValueError(f"k must be >= 1, got {k}")
     t_start = time.perf_counter()
     timings = {"generation": 0.0, "env": 0.0}
-    episode_ids = list(range(len(envs))) if episode_ids is None else list(episode_ids)
-    if len(episode_ids) != len(envs) or len(set(episode_ids)) != len(episode_ids):
-        raise ValueError("episode_ids must be unique, one per env")
+    episode_ids = _checked_episode_ids(envs, episode_ids)
     gen_kwargs = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                       return_logprobs=return_logprobs)
 
@@ -265,11 +256,7 @@ def trajectory_rollout(
         live = [i for i, env in enumerate(trajectories) if not _is_done(env)]
         if not live:
             break
-        requests = []
-        for i in live:
-            agent = trajectories[i].agent_selection
-            policy = policy_of_role(agent)
-            requests.append((policy, _prompt_ids(tokenizers, policy, trajectories[i].observe(agent)["prompt"])))
+        requests = _acting_prompts([trajectories[i] for i in live], policy_of_role, tokenizers)
 
         t0 = time.perf_counter()
         call_seed = None if seed is None else seed + 1000 * call_index
@@ -511,6 +498,24 @@ def _success(env) -> bool:
     if any(bool(info.get("success")) for info in env.infos.values()):
         return True
     return bool(getattr(env.unwrapped, "success", False))
+
+
+def _checked_episode_ids(envs: Sequence[Any], episode_ids: list[int] | None) -> list[int]:
+    episode_ids = list(range(len(envs))) if episode_ids is None else list(episode_ids)
+    if len(episode_ids) != len(envs) or len(set(episode_ids)) != len(episode_ids):
+        raise ValueError("episode_ids must be unique, one per env")
+    return episode_ids
+
+
+def _acting_prompts(envs: Sequence[Any], policy_of_role: Callable[[str], str],
+                    tokenizers: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    """``(policy, prompt ids)`` of the acting agent of each env, from its own observation."""
+    requests = []
+    for env in envs:
+        agent = env.agent_selection
+        policy = policy_of_role(agent)
+        requests.append((policy, _prompt_ids(tokenizers, policy, env.observe(agent)["prompt"])))
+    return requests
 
 
 def _prompt_ids(tokenizers: dict[str, Any], policy: str, prompt_text: str) -> list[int]:
