@@ -28,11 +28,12 @@ by a hash of its canonical text, and the generators for a split reject mazes of 
 from __future__ import annotations
 
 import functools
-import hashlib
 import random
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
+
+from mas_envs.games.splits import split_of
 
 STEP_COST = -0.01
 INVALID_COST = -0.1
@@ -183,11 +184,6 @@ def generate_maze(rng: random.Random, size: int, obstacle_ratio: float, min_dist
         f"plan_path: no solvable {size}x{size} maze with obstacle_ratio={obstacle_ratio} and a goal "
         f"{min_distance}+ steps away in {MAX_GENERATION_TRIES} tries"
     )
-
-
-def split_of(canonical_text: str, test_fraction_256: int = 64) -> str:
-    """``"test"`` for a fixed quarter of all puzzles (by content hash), ``"train"`` for the rest."""
-    return "test" if hashlib.sha256(canonical_text.encode()).digest()[0] < test_fraction_256 else "train"
 
 
 def default_min_distance(size: int) -> int:

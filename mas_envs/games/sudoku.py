@@ -27,10 +27,11 @@ by a hash of its text, and each split only uses its own solution grids, so a tes
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import random
 from dataclasses import dataclass
+
+from mas_envs.games.splits import split_of
 
 PROGRESS = 0.1
 INVALID_COST = -0.1
@@ -223,11 +224,6 @@ def apply_fills(puzzle: Puzzle, board: Grid, fills: list[tuple[int, int, int]]) 
 
 
 # ---------------------------------------------------------------------- splits
-def split_of(solution_text: str) -> str:
-    """``"test"`` for a fixed quarter of all solution grids (by content hash), ``"train"`` for the rest."""
-    return "test" if hashlib.sha256(solution_text.encode()).digest()[0] < 64 else "train"
-
-
 def puzzle_for(split: str, seed: int, n: int, n_clues: int) -> Puzzle:
     rng = random.Random(f"sudoku/{split}/{n}/{n_clues}/{seed}")
     return generate_puzzle(rng, n, n_clues, split=split)
