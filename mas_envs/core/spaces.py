@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from gymnasium.spaces import Space
 
 # Characters random samples are drawn from: ASCII, punctuation used by JSON and code, whitespace,
@@ -48,6 +47,3 @@ class FreeText(Space[str]):
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, FreeText) and other.max_length == self.max_length
 
-
-def as_int_array(values) -> np.ndarray:
-    return np.asarray(values, dtype=np.int64)
