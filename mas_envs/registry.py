@@ -36,6 +36,19 @@ def env_class(name: str) -> type:
     return getattr(module, cls_name)
 
 
+def env_init_kwargs(name: str) -> set[str]:
+    """Keyword arguments env ``name``'s constructor accepts (its own and its base classes')."""
+    import inspect
+
+    names: set[str] = set()
+    for cls in env_class(name).__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            names |= {n for n, p in inspect.signature(init).parameters.items()
+                      if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"}
+    return names
+
+
 def make_env(name: str, **kwargs: Any) -> BranchableOrderEnforcingWrapper:
     """Create env ``name`` wrapped for PettingZoo use; ``env.clone()`` keeps the wrapper."""
     return BranchableOrderEnforcingWrapper(env_class(name)(**kwargs))

@@ -16,6 +16,9 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from mas_envs.registry import env_init_kwargs
+from mas_trainer.env_presets import ENV_DEFAULTS
+
 POLICY_MODES = ("shared", "specialized", "lora")
 GROUPINGS = ("at_grpo", "trajectory")
 WORKFLOWS = ("mas", "single")
@@ -183,7 +186,7 @@ class ATGRPOConfig(GRPOConfig):
 
     def env_make_kwargs(self, split: str = "train") -> dict[str, Any]:
         """Keyword arguments for ``make_env(self.env, ...)`` on ``split``."""
-        accepted = _init_parameters(self.env)
+        accepted = env_init_kwargs(self.env)
         kwargs = {k: v for k, v in ENV_DEFAULTS.get(self.env, {}).items() if k in accepted}
         kwargs.update(self.env_kwargs)
         kwargs.update(workflow=self.workflow, alpha=self.alpha)
@@ -196,27 +199,6 @@ class ATGRPOConfig(GRPOConfig):
     @property
     def effective_rollout_seed(self) -> int:
         return int(self.seed if self.rollout_seed is None else self.rollout_seed)
-
-
-# Env defaults of the CPU preset, applied when env_kwargs does not set them: the small Plan-Path grid with
-# the rich observation is what a 135M model can learn from on 2 cores (DESIGN: "Learning on this CPU").
-ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "plan_path": {"preset": "4x4", "observation_detail": "rich"},
-}
-
-
-def _init_parameters(env_name: str) -> set[str]:
-    """Keyword arguments the env's constructor accepts (its own and its base classes')."""
-    import inspect
-
-    from mas_envs.registry import env_class
-
-    names: set[str] = set()
-    for cls in env_class(env_name).__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-            names |= set(inspect.signature(init).parameters)
-    return names
 
 
 def _parse_env_kwargs(value: Any) -> dict[str, Any]:

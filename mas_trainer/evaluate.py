@@ -31,7 +31,6 @@ observation), then the run's settings, then the caller's ``env_kwargs``. The res
 from __future__ import annotations
 
 import datetime as _dt
-import inspect
 import json
 import math
 import os
@@ -208,24 +207,12 @@ def role_routing(roles: list[str], target: Target | LoadedPolicies, swap_roles: 
 # Environment settings
 
 
-def accepted_env_kwargs(env_name: str) -> set[str]:
-    """Keyword arguments the env's constructor accepts (its own and its base classes')."""
-    from mas_envs.registry import env_class
-
-    names: set[str] = set()
-    for cls in env_class(env_name).__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-            names |= {n for n, p in inspect.signature(init).parameters.items()
-                      if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"}
-    return names
-
-
 def resolve_env_kwargs(env_name: str, user: dict[str, Any], run_config: dict[str, Any] | None) -> dict[str, Any]:
     """CPU preset defaults < the run's env settings < the caller's kwargs (workflow/split excluded)."""
-    from mas_trainer.config import ENV_DEFAULTS  # the trainer's CPU preset: evaluate what it trains on
+    from mas_envs.registry import env_init_kwargs
+    from mas_trainer.env_presets import ENV_DEFAULTS  # the trainer's CPU preset: evaluate what it trains on
 
-    accepted = accepted_env_kwargs(env_name)
+    accepted = env_init_kwargs(env_name)
     kwargs = {k: v for k, v in ENV_DEFAULTS.get(env_name, {}).items() if k in accepted}
     if run_config and run_config.get("env") == env_name:
         run_kwargs = run_config.get("env_kwargs") or {}
