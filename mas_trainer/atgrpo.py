@@ -5,7 +5,9 @@ This file reads top to bottom like the algorithm box of the paper:
 1. ``tree_rollout``      -- for each acting agent i at turn t of each episode, sample K candidates from
                             ONE prompt, step every candidate on its own clone of the env, score it with
                             agent i's reward, and keep going from the best clone (greedy execution).
-                            Group key: ``(episode, turn, agent)``.
+                            Group key: ``(episode, turn, agent)``. ``tree_advance`` is the same
+                            loop for a given number of rounds on episodes that persist across
+                            training steps (turn-level steps, ``turns_per_step``).
 2. ``assign_advantages`` -- A = (r - mean_group) / (std + eps), TRL's ``scale_rewards`` meanings.
 3. ``check_group_invariants`` -- cheap runtime checks of what makes the groups valid.
 
@@ -65,18 +67,40 @@ class EpisodeRecord:
 
 @dataclass
 class Rollout:
-    """Everything one rollout produced. Tree rollouts: one ``EpisodeRecord`` per env; trajectory
-    rollouts: one per trajectory (K per env, told apart by ``trajectory``)."""
+    """Everything one rollout produced. Tree rollouts: one ``EpisodeRecord`` per finished episode;
+    trajectory rollouts: one per trajectory (K per env, told apart by ``trajectory``)."""
 
     samples: list[Sample]  # every candidate of every branching point
     episodes: list[EpisodeRecord]
     stats: dict[str, float]
     timings: dict[str, float]  # seconds: "generation", "env", "total"
+    live: list[Any] = field(default_factory=list)  # LiveEpisode records still running (tree_advance)
 
 
 # --------------------------------------------------------------------------------------------------
 # 1. Tree sampling (AT-GRPO)
 # --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LiveEpisode:
+    """An episode in progress: the env that continues it (the chosen clone after every step) and its record."""
+
+    env: Any
+    record: EpisodeRecord
+    step_limit: int
+    steps_taken: int = 0
+
+
+def start_episodes(envs: Sequence[Any], episode_ids: list[int] | None = None,
+                   max_steps: int | None = None) -> list[LiveEpisode]:
+    """Live episodes on reset ``envs`` (numbered ``episode_ids``, default 0..N-1)."""
+    episode_ids = _checked_episode_ids(envs, episode_ids)
+    live = []
+    for eid, env in zip(episode_ids, envs):
+        _skip_dead_steps(env)
+        live.append(LiveEpisode(env, EpisodeRecord(eid, _task_id(env, eid)), _step_limit(env, max_steps)))
+    return live
 
 
 def tree_rollout(
@@ -103,36 +127,60 @@ def tree_rollout(
     an episode still live at the cap raises ``RuntimeError``. ``on_step(finished, total)``, if given,
     is called before every batched step with the number of finished episodes (for progress bars).
     """
+    return tree_advance(
+        start_episodes(envs, episode_ids, max_steps), backends=backends, tokenizers=tokenizers,
+        policy_of_role=policy_of_role, k=k, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+        return_logprobs=return_logprobs, seed=seed, on_step=on_step,
+    )
+
+
+def tree_advance(
+    episodes: Sequence[LiveEpisode],
+    *,
+    backends: dict[str, Any],
+    tokenizers: dict[str, Any],
+    policy_of_role: Callable[[str], str],
+    k: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    return_logprobs: bool = False,
+    seed: int | None = None,
+    rounds: int | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+) -> Rollout:
+    """Advance live episodes with tree sampling, by ``rounds`` batched agent steps (``None``: to the end).
+
+    Each round, every live episode's acting agent gets K candidates from one prompt; each candidate is
+    stepped on its own clone and scored; the best clone becomes the episode's env. ``Rollout.episodes``
+    holds the episodes that ended in this call, ``Rollout.live`` those still running (to continue in a
+    later call: the turn-level training steps of ``turns_per_step``).
+    """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if rounds is not None and rounds < 1:
+        raise ValueError(f"rounds must be >= 1 or None, got {rounds}")
     t_start = time.perf_counter()
     timings = {"generation": 0.0, "env": 0.0}
-    episode_ids = _checked_episode_ids(envs, episode_ids)
     gen_kwargs = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                       return_logprobs=return_logprobs)
-
-    current = list(envs)  # current[e] is the env that continues episode e; replaced by the chosen clone
-    for env in current:
-        _skip_dead_steps(env)
-    episodes = [EpisodeRecord(eid, _task_id(env, eid)) for eid, env in zip(episode_ids, current)]
-    steps_taken = [0] * len(envs)
-    step_limits = [_step_limit(env, max_steps) for env in current]
+    episodes = list(episodes)
     samples: list[Sample] = []
     chosen_rewards: list[float] = []
     best_rewards: list[float] = []
     call_index = 0
 
-    while True:
-        for e, env in enumerate(current):
-            _check_step_limit(env, steps_taken[e], step_limits[e], episode_ids[e])
-        live = [e for e, env in enumerate(current) if not _is_done(env)]
+    while rounds is None or call_index < rounds:
+        for ep in episodes:
+            _check_step_limit(ep.env, ep.steps_taken, ep.step_limit, ep.record.episode_id)
+        live = [ep for ep in episodes if not _is_done(ep.env)]
         if on_step is not None:
-            on_step(len(current) - len(live), len(current))
+            on_step(len(episodes) - len(live), len(episodes))
         if not live:
             break
 
         # The acting agent of each live episode reads its own observation.
-        requests = _acting_prompts([current[e] for e in live], policy_of_role, tokenizers)
+        requests = _acting_prompts([ep.env for ep in live], policy_of_role, tokenizers)
 
         # K candidates from the same prompt; one batched call per policy across all envs.
         t0 = time.perf_counter()
@@ -142,11 +190,11 @@ def tree_rollout(
         call_index += 1
 
         t0 = time.perf_counter()
-        for e, (policy, prompt_ids), completions in zip(live, requests, candidates):
-            env = current[e]
+        for ep, (policy, prompt_ids), completions in zip(live, requests, candidates):
+            env, record = ep.env, ep.record
             agent = env.agent_selection
-            turn = _turn_of(env, steps_taken[e])
-            group = (episode_ids[e], turn, agent)
+            turn = _turn_of(env, ep.steps_taken)
+            group = (record.episode_id, turn, agent)
 
             # Each candidate acts on its own clone and is scored with the acting agent's reward.
             clones, rewards = [], []
@@ -164,8 +212,8 @@ def tree_rollout(
                     role=agent,
                     policy=policy,
                     old_logprobs=list(completion.logprobs) if return_logprobs and completion.logprobs else None,
-                    info={**_step_info(branch.infos[agent]), "episode": episode_ids[e],
-                          "task_id": episodes[e].task_id, "turn": turn, "candidate": j,
+                    info={**_step_info(branch.infos[agent]), "episode": record.episode_id,
+                          "task_id": record.task_id, "turn": turn, "candidate": j,
                           "text": completion.text, "finish_reason": completion.finish_reason},
                 ))
 
@@ -174,25 +222,31 @@ def tree_rollout(
             this_group = samples[-len(completions):]
             for s in this_group:
                 s.info["chosen"] = s.info["candidate"] == best
-            current[e] = clones[best]
-            _skip_dead_steps(current[e])
-            steps_taken[e] += 1
+            ep.env = clones[best]
+            _skip_dead_steps(ep.env)
+            ep.steps_taken += 1
             chosen_rewards.append(rewards[best])
             best_rewards.append(max(rewards))
-            episodes[e].steps.append(ExecutedStep(turn, agent, completions[best].text, rewards[best],
-                                                  this_group[best].info["parse_error"]))
-            episodes[e].episode_return += rewards[best]
+            record.steps.append(ExecutedStep(turn, agent, completions[best].text, rewards[best],
+                                             this_group[best].info["parse_error"]))
+            record.episode_return += rewards[best]
         timings["env"] += time.perf_counter() - t0
 
-    for e, env in enumerate(current):
-        episodes[e].success = _success(env)
-        episodes[e].turns = _turn_of(env, steps_taken[e])
+    finished, still_live = [], []
+    for ep in episodes:
+        if _is_done(ep.env):
+            ep.record.success = _success(ep.env)
+            ep.record.turns = _turn_of(ep.env, ep.steps_taken)
+            finished.append(ep.record)
+        else:
+            still_live.append(ep)
     timings["total"] = time.perf_counter() - t_start
     check_group_invariants(samples)  # cheap (list compares); a violation is a bug in this file
-    stats = rollout_stats(samples, episodes)
+    stats = rollout_stats(samples, finished)
+    stats["episodes_finished"] = float(len(finished))
     stats["reward_chosen_mean"] = _mean(chosen_rewards)
     stats["reward_best_mean"] = _mean(best_rewards)
-    return Rollout(samples, episodes, stats, timings)
+    return Rollout(samples, finished, stats, timings, still_live)
 
 
 def play_episodes(envs: Sequence[Any], *, backends, tokenizers, policy_of_role, max_new_tokens: int,

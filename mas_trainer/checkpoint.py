@@ -73,6 +73,7 @@ def save_checkpoint(run: "MASTrainer") -> Path:
     torch.save(_rng_state(), tmp / "rng.pt")
     state = {
         "global_step": run.global_step,
+        "episodes_started": int(getattr(run, "episodes_started", 0)),  # turn-level steps: next episode id
         "policies": list(run.policies),
         "roles": list(run.roles),
         "policy_of_role": {role: run.policy_of_role(role) for role in run.roles},
@@ -112,6 +113,8 @@ def load_checkpoint(run: "MASTrainer", path: str | os.PathLike) -> None:
         trainer.state = TrainerState.load_from_json(str(folder / "trainer_state.json"))
     _set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     run.global_step = int(state["global_step"])
+    # Turn-level steps: episodes in progress at save time are not stored; new ones start after them.
+    run.episodes_started = int(state.get("episodes_started", 0))
 
 
 def load_policies(run_dir: str | os.PathLike, step: int | None = None, device: str = "cpu"):

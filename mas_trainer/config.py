@@ -55,6 +55,13 @@ class ATGRPOConfig(GRPOConfig):
             Turns per episode before truncation; default: the env's own (Plan-Path: twice the grid size).
         envs_per_step (`int`, defaults to `8`):
             Episodes rolled out per training step (each spawns K branches per agent turn).
+        turns_per_step (`int`, *optional*):
+            ``None``: every step plays ``envs_per_step`` fresh episodes to the end. A number ``n``
+            (``grouping="at_grpo"`` only): ``envs_per_step`` episodes stay in progress across steps, each
+            step advances every one of them by ``n`` agent turns and updates on those samples, and an
+            episode that ends is replaced by a fresh task. Turn-level steps are ~``max_turns`` times
+            cheaper, so the policy is updated far more often per minute (what a CPU run needs); the
+            samples are still on-policy (drawn by the current weights).
 
         > The algorithm
 
@@ -95,6 +102,11 @@ class ATGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "Turns per episode before truncation (default: the env's, 2 x size for Plan-Path)."}
     )
     envs_per_step: int = field(default=8, metadata={"help": "Episodes rolled out per training step."})
+    turns_per_step: int | None = field(
+        default=None,
+        metadata={"help": "None: whole fresh episodes per step. n: episodes persist across steps; each step "
+                          "advances them n agent turns (at_grpo only)."},
+    )
     grouping: str = field(
         default="at_grpo", metadata={"help": "at_grpo (episode, turn, agent) groups | trajectory (baseline)."}
     )
@@ -165,6 +177,12 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"num_generations (K, branches per group) must be >= 2 to compare samples, got {self.num_generations}"
             )
+        if self.turns_per_step is not None:
+            if int(self.turns_per_step) < 1:
+                raise ValueError(f"turns_per_step must be a positive integer or None, got {self.turns_per_step!r}")
+            if self.grouping != "at_grpo":
+                raise ValueError("turns_per_step needs grouping='at_grpo': trajectory-level groups score whole "
+                                 "episodes, so every step must play its episodes to the end")
         if self.max_turns is not None and int(self.max_turns) < 1:
             raise ValueError(f"max_turns must be a positive integer, got {self.max_turns!r}")
         for name in ("envs_per_step", "max_steps", "max_completion_length", "per_device_train_batch_size"):

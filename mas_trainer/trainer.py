@@ -41,6 +41,7 @@ import math
 import os
 import time
 import warnings
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -381,6 +382,10 @@ class MASTrainer:
             self.rollout_workers[policy] = RolloutWorker(policy, trainer.model, tokenizer, config.rollout_backend)
         self.router = Router(self.policies)
         self.global_step = 0
+        # Turn-level steps (turns_per_step): episodes in progress, how many were started, recent outcomes.
+        self.live_episodes: list[Any] = []
+        self.episodes_started = 0
+        self.recent_outcomes: deque[float] = deque(maxlen=max(16, 2 * int(config.envs_per_step)))
 
     # ------------------------------------------------------------------ structure
     def policy_of_role(self, role: str) -> str:
@@ -402,10 +407,7 @@ class MASTrainer:
         from mas_trainer.atgrpo import assign_advantages, trajectory_rollout, tree_rollout
 
         cfg = self.config
-        envs, episode_ids = self.env_pool.reset_for_step(step)
-        rollout_fn = tree_rollout if cfg.grouping == "at_grpo" else trajectory_rollout
-        rollout = rollout_fn(
-            envs,
+        sampling = dict(
             backends={p: w.backend for p, w in self.rollout_workers.items()},
             tokenizers={p: w.tokenizer for p, w in self.rollout_workers.items()},
             policy_of_role=self.policy_of_role,
@@ -414,10 +416,35 @@ class MASTrainer:
             temperature=float(cfg.temperature),
             top_p=float(cfg.top_p),
             return_logprobs=False,
-            episode_ids=episode_ids,
             seed=cfg.effective_rollout_seed * 1_000_003 + step,
         )
+        if cfg.turns_per_step is not None:
+            rollout = self._advance_live_episodes(sampling)
+        else:
+            envs, episode_ids = self.env_pool.reset_for_step(step)
+            rollout_fn = tree_rollout if cfg.grouping == "at_grpo" else trajectory_rollout
+            rollout = rollout_fn(envs, episode_ids=episode_ids, **sampling)
         rollout.stats.update(assign_advantages(rollout.samples, scale_rewards=cfg.scale_rewards))
+        return rollout
+
+    def _advance_live_episodes(self, sampling: dict[str, Any]):
+        """Turn-level step: top the live episodes up to ``envs_per_step``, advance them ``turns_per_step`` turns.
+
+        Episode ids count up from ``rollout_seed`` over the whole run (saved in checkpoints), so group
+        keys never repeat. Success is reported over the last finished episodes (a step may finish none).
+        """
+        from mas_trainer.atgrpo import start_episodes, tree_advance
+
+        cfg = self.config
+        missing = int(cfg.envs_per_step) - len(self.live_episodes)
+        if missing > 0:
+            ids = [cfg.effective_rollout_seed + self.episodes_started + i for i in range(missing)]
+            self.episodes_started += missing
+            self.live_episodes += start_episodes([self.env_pool.new_episode(i) for i in ids], ids)
+        rollout = tree_advance(self.live_episodes, rounds=int(cfg.turns_per_step), **sampling)
+        self.live_episodes = rollout.live
+        self.recent_outcomes.extend(float(ep.success) for ep in rollout.episodes)
+        rollout.stats["success_rate"] = _mean(list(self.recent_outcomes))
         return rollout
 
     def train_step(self) -> dict[str, Any]:
@@ -448,6 +475,7 @@ class MASTrainer:
             "reward_chosen_mean": stats.get("reward_chosen_mean", stats.get("return_mean", 0.0)),
             "return_mean": stats.get("return_mean", 0.0),
             "success_rate": stats.get("success_rate", 0.0),
+            "episodes_finished": int(stats.get("episodes_finished", len(rollout.episodes))),
             "zero_variance_share": stats.get("zero_variance_share", 0.0),
             "parse_error_rate": stats.get("parse_error_rate", 0.0),
             "samples": int(stats.get("samples", len(rollout.samples))),

@@ -4,7 +4,8 @@ One training step moves data through four kinds of objects::
 
     EnvPool --envs--> RolloutWorkers (one per policy) --samples--> Router --> UpdateWorkers (one per policy)
 
-* :class:`EnvPool` creates the envs once and resets them with reproducible seeds for each step.
+* :class:`EnvPool` creates the envs once and resets them with reproducible seeds for each step (or,
+  with turn-level steps, starts single episodes as slots free up).
 * :class:`RolloutWorker` owns a policy's generation backend (prefix-shared sampling or ``transformers``
   ``generate``, both on the very model being trained, so weight sync is a no-op).
 * :class:`UpdateWorker` owns a policy's model, optimizer and TRL trainer and applies one update.
@@ -50,6 +51,14 @@ class EnvPool:
         for env, seed in zip(self.envs, seeds):
             env.reset(seed=seed)
         return self.envs, seeds
+
+    def new_episode(self, episode_id: int) -> Any:
+        """A fresh env reset with seed ``episode_id`` (turn-level steps start episodes one by one)."""
+        from mas_envs import make_env
+
+        env = make_env(self.env_name, **self.make_kwargs)
+        env.reset(seed=int(episode_id))
+        return env
 
     def reset_tasks(self, task_indices: Iterable[int]) -> list[Any]:
         """Fresh envs on fixed tasks (``options={"task_index": i}``), e.g. held-out evaluation tasks."""

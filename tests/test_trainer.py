@@ -143,6 +143,8 @@ def test_config_cpu_defaults():
         ({"env_kwargs": "{not json"}, "not valid JSON"),
         ({"env_kwargs": {"split": "test"}}, "must not set"),
         ({"temperature": 0.0}, "temperature"),
+        ({"turns_per_step": 0}, "turns_per_step"),
+        ({"turns_per_step": 1, "grouping": "trajectory"}, "whole episodes"),
     ],
 )
 def test_config_rejects_bad_values(overrides, message):
@@ -265,6 +267,39 @@ def test_one_step_changes_weights_with_finite_loss(tmp_path, taught_model_dir):
                 "rollout_tokens_per_s", "update_tokens_per_s"):
         assert key in record
     assert run.trainer_of("shared").state.global_step == 1
+
+
+def test_turn_level_steps_continue_episodes_across_updates(tmp_path, taught_model_dir):
+    """turns_per_step=1: each step advances the live episodes one turn; ended episodes are replaced."""
+    from mas_trainer import checkpoint
+
+    run = make_run(tmp_path, taught_model_dir, turns_per_step=1, max_turns=3, envs_per_step=2, max_steps=4)
+    seen_groups: set = set()
+    last_turn: dict[int, int] = {}
+    for _ in range(4):
+        before = {id(ep): ep.env for ep in run.live_episodes}
+        rollout = run.rollout(run.global_step)
+        groups = {s.group for s in rollout.samples}
+        assert len(rollout.samples) == 2 * 4 and len(groups) == 2  # 2 live episodes x K=4, one turn each
+        assert not groups & seen_groups, "a group key repeated across steps"
+        seen_groups |= groups
+        for episode, turn, _agent in groups:
+            assert turn == last_turn.get(episode, -1) + 1, "an episode skipped or repeated a turn"
+            last_turn[episode] = turn
+        for ep in rollout.live:  # the continuing env is the chosen clone, not the env of the last step
+            assert before.get(id(ep)) is not ep.env
+        for ep in rollout.episodes:
+            assert ep.turns == 3 or ep.success
+        run.global_step += 1
+    assert run.episodes_started >= 3, "episodes that ended (3 turns each) were not replaced"
+
+    fresh = make_run(tmp_path / "b", taught_model_dir, turns_per_step=1, max_turns=3, envs_per_step=2, max_steps=2)
+    records = fresh.train(progress=False)
+    assert [r["step"] for r in records] == [1, 2] and all(r["samples"] == 8 for r in records)
+    assert all("episodes_finished" in r for r in records)
+    resumed = make_run(tmp_path / "b", taught_model_dir, turns_per_step=1, max_turns=3, envs_per_step=2, max_steps=3)
+    checkpoint.load_checkpoint(resumed, checkpoint.latest_checkpoint(resumed.run_dir))
+    assert resumed.episodes_started == fresh.episodes_started  # new episode ids continue after the saved ones
 
 
 def test_trajectory_grouping_also_trains(tmp_path, taught_model_dir):
