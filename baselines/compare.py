@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="smollm2-135m", help="base model of every method (default: smollm2-135m)")
     p.add_argument("--steps", type=int, default=None, help="training steps per trained method")
     p.add_argument("--minutes", type=float, default=None, help="training minutes per trained method")
+    p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                   help="what --minutes counts: wall-clock, or CPU time of the training process (fair on a "
+                        "shared machine)")
     p.add_argument("--episodes", type=int, default=50, help="evaluation tasks per (env, method) (default: 50)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--env-kwargs", default=None,
@@ -104,7 +107,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.budget = None
     if needs_training:
         try:
-            args.budget = Budget(steps=args.steps, minutes=args.minutes)
+            args.budget = Budget(steps=args.steps, minutes=args.minutes, clock=args.clock)
         except ValueError as err:
             raise UsageError(f"trained methods need --steps and/or --minutes ({err})") from None
     args.env_kwargs_by_env = _per_env_kwargs(_json_object(args.env_kwargs, "--env-kwargs"), args.env_list)

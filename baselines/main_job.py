@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="single: one agent, prompt-only vs tree-sampled AT-GRPO (fast on a CPU); "
                              "mas: the tool+planner team, mas_prompt vs mas_at_grpo_shared")
     parser.add_argument("--minutes", type=float, default=10.0, help="AT-GRPO training budget in minutes")
+    parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                        help="what --minutes counts: wall-clock (default) or CPU time of the training process")
     parser.add_argument("--episodes", type=int, default=30, help="held-out evaluation tasks")
     parser.add_argument("--out", default=str(REPO / "runs" / "main"), help="output folder")
     parser.add_argument("--entries", default=str(REPO / "leaderboard" / "entries"), help="leaderboard entries")
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = {}
     untrained, trained_name = (("single_prompt", "single_at_grpo") if args.workflow == "single"
                                else ("mas_prompt", "mas_at_grpo_shared"))
-    plan = [(untrained, None), (trained_name, Budget(minutes=args.minutes))]
+    plan = [(untrained, None), (trained_name, Budget(minutes=args.minutes, clock=args.clock))]
     for i, (name, budget) in enumerate(plan, 1):
         method = get_method(name)
         what = f"train {budget.describe()} + evaluate" if budget else "evaluate"

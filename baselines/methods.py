@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -36,6 +37,15 @@ from typing import Any
 
 # ATGRPOConfig takes these as its own fields, not inside env_kwargs.
 CONFIG_ENV_FIELDS = ("max_turns", "alpha")
+
+# How one training step is sized for a CPU, per grouping (a caller's train_args override these).
+# Turn-level groups let a tree-sampled step be ONE turn of 8 live episodes, so the policy is updated
+# after every turn; trajectory groups need whole episodes, so their step plays K full episodes of 2
+# tasks, about the same number of prompts per update as 8 tree-sampled turns.
+STEP_PRESETS: dict[str, dict[str, Any]] = {
+    "at_grpo": {"turns_per_step": 1, "envs_per_step": 8},
+    "trajectory": {"envs_per_step": 2},
+}
 
 
 @dataclass(frozen=True)
@@ -50,12 +60,16 @@ class Training:
 class Budget:
     """Training budget per run: ``steps``, ``minutes``, or both (whichever ends first).
 
-    With only ``minutes`` the learning-rate schedule is laid out for ``max_steps`` steps.
+    ``clock="wall"`` counts wall-clock minutes; ``clock="cpu"`` counts the CPU time of the training
+    process and its sandbox children, which gives every method the same compute on a shared, noisy
+    machine (on a quiet machine with one torch thread the two agree). With only ``minutes`` the
+    learning-rate schedule is laid out for ``max_steps`` steps.
     """
 
     steps: int | None = None
     minutes: float | None = None
     max_steps: int = 1000
+    clock: str = "wall"
 
     def __post_init__(self) -> None:
         if self.steps is None and self.minutes is None:
@@ -64,6 +78,8 @@ class Budget:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.minutes is not None and not self.minutes > 0:
             raise ValueError(f"minutes must be > 0, got {self.minutes}")
+        if self.clock not in ("wall", "cpu"):
+            raise ValueError(f"clock must be 'wall' or 'cpu', got {self.clock!r}")
 
     @property
     def step_cap(self) -> int:
@@ -71,8 +87,15 @@ class Budget:
 
     def describe(self) -> str:
         parts = ([f"{self.steps} steps"] if self.steps is not None else []) + (
-            [f"{self.minutes:g} min"] if self.minutes is not None else [])
+            [f"{self.minutes:g} {'CPU ' if self.clock == 'cpu' else ''}min"] if self.minutes is not None else [])
         return " / ".join(parts)
+
+    def seconds_used(self) -> float:
+        """The clock this budget is counted on, in seconds (compare two readings)."""
+        if self.clock == "wall":
+            return time.monotonic()
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
 
 
 @dataclass
@@ -136,6 +159,7 @@ class Method:
             policy_mode=self.training.policy, grouping=self.training.grouping, env_kwargs=env_only,
             max_steps=budget.step_cap, save_steps=min(10, budget.step_cap), seed=seed, report_to="none",
         )
+        fields.update(STEP_PRESETS[self.training.grouping])
         fields.update(train_args or {})
         config = ATGRPOConfig(**fields)
         start = time.perf_counter()
@@ -214,21 +238,22 @@ def settle_env_kwargs(env: str, env_kwargs: dict[str, Any], workflow: str = "mas
 
 
 def _train_until(run: Any, budget: Budget, progress: bool) -> None:
-    """The trainer's step loop with a wall-clock deadline; the final state is checkpointed."""
+    """The trainer's step loop with a deadline on the budget's clock; the final state is checkpointed."""
     from mas_trainer import checkpoint
     from mas_trainer.plotting import plot_learning_curve
 
-    deadline = time.monotonic() + 60.0 * float(budget.minutes or 0)
+    deadline = budget.seconds_used() + 60.0 * float(budget.minutes or 0)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     with open(run.metrics_path, "a", encoding="utf-8") as metrics:
-        while run.global_step < budget.step_cap and time.monotonic() < deadline:
+        while run.global_step < budget.step_cap and budget.seconds_used() < deadline:
             record = run.train_step()
             metrics.write(json.dumps(record, default=str) + "\n")
             metrics.flush()
             if progress:
-                left = max(0.0, deadline - time.monotonic())
+                left = max(0.0, deadline - budget.seconds_used())
                 print(f"  step {record['step']}: reward {record['reward_mean']:.3f} success "
-                      f"{record['success_rate']:.2f} ({record['time_step']:.1f} s; {left / 60:.1f} min left)",
+                      f"{record['success_rate']:.2f} parse errors {record['parse_error_rate']:.2f} "
+                      f"({record['time_step']:.1f} s; {left / 60:.1f} {budget.clock} min left)",
                       file=sys.stderr, flush=True)
             if run.config.save_steps and run.global_step % int(run.config.save_steps) == 0:
                 checkpoint.save_checkpoint(run)  # nothing lost if the budgeted run is killed
@@ -257,4 +282,5 @@ def get_method(name: str) -> Method:
     return METHODS[name]
 
 
-__all__ = ["Budget", "Method", "MethodOutcome", "Training", "METHODS", "get_method", "settle_env_kwargs"]
+__all__ = ["Budget", "Method", "MethodOutcome", "Training", "METHODS", "STEP_PRESETS", "get_method",
+           "settle_env_kwargs"]

@@ -32,6 +32,24 @@ def test_methods_are_the_papers():
         get_method("mas_magic")
     with pytest.raises(ValueError, match="steps or minutes"):
         Budget()
+    with pytest.raises(ValueError, match="clock must be"):
+        Budget(minutes=1, clock="sundial")
+
+
+def test_cpu_budget_counts_this_process_cpu_time_not_sleep():
+    import time
+
+    budget = Budget(minutes=1, clock="cpu")
+    assert budget.describe() == "1 CPU min"
+    t0 = budget.seconds_used()
+    time.sleep(0.3)  # sleeping uses no CPU
+    slept = budget.seconds_used() - t0
+    t1 = budget.seconds_used()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:  # busy for 0.3 s of CPU
+        pass
+    busy = budget.seconds_used() - t1
+    assert slept < 0.1 and busy >= 0.29
 
 
 def test_trained_method_within_a_time_budget(tmp_path):
