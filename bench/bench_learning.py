@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     print(f"\nPlan-Path (CPU preset), {args.model}, {args.minutes:g} {args.clock} min per trained method, "
           f"greedy success on {args.episodes} held-out tasks\n")
     header = ("| method | success % [95% CI] | valid actions % | steps | samples | s/step | gen/env/update % "
-              f"| rollout tok/s | update tok/s | parse errors first→last step |")
+              "| rollout tok/s | update tok/s | parse errors first→last step |")
     print(header)
     print("|---" * 10 + "|")
     for name in methods:
