@@ -9,10 +9,14 @@ prompts and 32 new tokens that prefill is most of the work. :class:`PrefixShared
    ("cascade" attention: the K x heads queries of one prompt form one matrix product against the
    shared prefix, the branch's own new tokens are attended separately, and one softmax spans both);
 3. decodes in its own loop with a preallocated branch cache (no per-step ``torch.cat`` of the
-   whole cache, no ``generate`` logits-processor machinery), sampling with temperature/top-p.
+   whole cache, no ``generate`` logits-processor machinery), sampling with temperature/top-p;
+4. encodes the token prefix common to all prompts of a call once, and keeps its keys/values
+   across calls while the weights are unchanged (chat header and task instructions are the same
+   for every env and turn), so prefill covers only each prompt's own remainder.
 
 It runs the model's own modules (norms, projections, MLP, rotary embedding) on the very model
-object being trained, so weights are always current and ``sync_weights`` is a no-op. The fast path
+object being trained, so weights are always current; ``sync_weights`` only drops the cached
+common prefix (which is also dropped whenever a parameter changed since it was computed). The fast path
 covers Llama-style decoders (``llama``, ``qwen2``, ``qwen3``, ``mistral`` without sliding window);
 any other model falls back to :class:`~mas_trainer.generation.HFBackend`.
 
@@ -24,6 +28,7 @@ padding, cut after the first EOS (inclusive), decoded text, ``finish_reason``, a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from mas_trainer.generation import (
@@ -34,9 +39,12 @@ from mas_trainer.generation import (
     special_token_ids,
 )
 from mas_trainer.samples import Completion
+from mas_trainer.scoring import common_prefix_length
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 PREFIX_MODES = ("cascade", "expand", "none")
+# A shorter common prefix is not worth a separate pass.
+MIN_SHARED_PREFIX = 16
 
 
 def supports_fast_path(model: Any) -> bool:
@@ -66,6 +74,15 @@ class PrefixSharedBackend:
     Prompts are processed in chunks of at most ``max_batch_size`` branch rows (whole prompts per
     chunk). Identical prompts in one call are prefilled once. With ``seed`` the result is
     reproducible for the same ``max_batch_size`` and the global torch RNG is untouched.
+
+    With ``reuse_prefix`` (default) the longest token prefix common to a chunk's prompts (at
+    least ``MIN_SHARED_PREFIX`` tokens) is encoded once, and its keys/values are kept for later
+    calls: a later chunk reuses the part its own common prefix shares with the kept one and
+    encodes only what differs. The kept prefix is tied to the weights it was computed with:
+    ``sync_weights()`` drops it, and so does any change of a parameter's storage or in-place
+    version counter (optimizer steps, ``load_state_dict``, ``.to()``), so a caller that forgets
+    ``sync_weights`` still never gets stale keys/values. (Writes through ``param.data`` bypass
+    the version counter: call ``sync_weights`` after those.)
     """
 
     def __init__(
@@ -75,6 +92,7 @@ class PrefixSharedBackend:
         max_batch_size: int = 256,
         eos_token_ids: Sequence[int] | None = None,
         prefix_mode: str = "cascade",
+        reuse_prefix: bool = True,
     ) -> None:
         if prefix_mode not in PREFIX_MODES:
             raise ValueError(f"prefix_mode must be one of {PREFIX_MODES}, not {prefix_mode!r}")
@@ -82,12 +100,15 @@ class PrefixSharedBackend:
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.prefix_mode = prefix_mode
+        self.reuse_prefix = reuse_prefix
+        self._shared_prefix: _SharedPrefix | None = None
         self.eos_token_ids, self.pad_token_id = special_token_ids(model, tokenizer, eos_token_ids)
         self.fast = supports_fast_path(model)
         self._fallback = None if self.fast else HFBackend(model, tokenizer, max_batch_size, self.eos_token_ids)
 
     def sync_weights(self) -> None:
-        """Nothing to do: sampling reads the training model's parameters directly."""
+        """Drop the kept common-prefix keys/values (sampling reads the model's parameters directly)."""
+        self._shared_prefix = None
 
     def generate(
         self,
@@ -155,6 +176,8 @@ class PrefixSharedBackend:
         import torch
 
         device = self.model.device
+        shared, shared_kv = self._common_prefix(prompts)
+        prompts = [p[shared:] for p in prompts]  # each prompt's own remainder (never empty)
         num_prompts, width = len(prompts), max(len(p) for p in prompts)
         input_ids = torch.full((num_prompts, width), self.pad_token_id, dtype=torch.long)
         valid = torch.zeros((num_prompts, width), dtype=torch.bool)
@@ -163,9 +186,11 @@ class PrefixSharedBackend:
             valid[row, width - len(prompt) :] = True
         input_ids, valid = input_ids.to(device), valid.to(device)
 
-        last_hidden, prefix_kv = self._prefill(input_ids, valid)
+        last_hidden, prefix_kv = self._prefill(input_ids, valid, shared_kv)
+        # The prompt keys are [common prefix | left-padded remainder]: padding holes sit in between.
+        valid = torch.cat([valid.new_ones((num_prompts, shared)), valid], 1)
         # Additive mask over the prefix keys, one row per prompt: 0 for prompt tokens, -inf for padding.
-        prefix_bias = torch.zeros((num_prompts, width), dtype=torch.float32, device=device)
+        prefix_bias = torch.zeros(valid.shape, dtype=torch.float32, device=device)
         prefix_bias.masked_fill_(~valid, float("-inf"))
         if self.prefix_mode == "expand":  # copy each prompt's cache to its n branches
             prefix_kv = [(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0)) for k, v in prefix_kv]
@@ -205,6 +230,35 @@ class PrefixSharedBackend:
         return completion_from_row(self.tokenizer, self.eos_token_ids, tokens, logprobs)
 
     # -----------------------------------------------------------------------------------------
+    # The common prefix, encoded once and kept across calls while the weights are unchanged.
+
+    def _common_prefix(self, prompts: list[list[int]]) -> tuple[int, list[tuple[Any, Any]] | None]:
+        """(length, one-row K/V) of the prefix shared by all ``prompts``; (0, None) when not worth it."""
+        import torch
+
+        # Every prompt keeps at least one token of its own: its last position predicts the next token.
+        length = min(common_prefix_length(prompts), min(len(p) for p in prompts) - 1)
+        if not self.reuse_prefix or length < MIN_SHARED_PREFIX:
+            return 0, None
+        tokens = list(prompts[0][:length])
+        weights = self._weights_key()
+        kept = self._shared_prefix
+        reused = 0
+        if kept is not None and kept.weights == weights:
+            reused = common_prefix_length([kept.tokens, tokens])
+        # Causal attention: the K/V of the first tokens of a prefix do not depend on what follows.
+        kv = [(k[:, :, :reused], v[:, :, :reused]) for k, v in kept.kv] if reused else None
+        if reused < length:
+            rest = torch.tensor([tokens[reused:]], device=self.model.device)
+            _, kv = self._prefill(rest, torch.ones_like(rest, dtype=torch.bool), kv)
+        self._shared_prefix = _SharedPrefix(tokens=tokens, kv=kv, weights=weights)
+        return length, kv
+
+    def _weights_key(self) -> tuple:
+        """Changes whenever a parameter is written in place or replaced (cheap: no data is read)."""
+        return tuple((p.data_ptr(), p._version) for p in self.model.parameters())
+
+    # -----------------------------------------------------------------------------------------
     # The transformer, run layer by layer with the model's own modules.
 
     def _layers(self) -> Any:
@@ -235,26 +289,39 @@ class PrefixSharedBackend:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
 
-    def _prefill(self, input_ids: Any, valid: Any) -> tuple[Any, list[tuple[Any, Any]]]:
-        """Run the padded prompts; return the last position's hidden state and each layer's K/V."""
+    def _prefill(
+        self, input_ids: Any, valid: Any, past: list[tuple[Any, Any]] | None = None
+    ) -> tuple[Any, list[tuple[Any, Any]]]:
+        """Run the padded prompts; return the last position's hidden state and each layer's K/V.
+
+        ``past``: keys/values (one row, all valid) of tokens that precede every prompt; the
+        returned K/V then cover ``[past | prompt]`` for each prompt.
+        """
         import torch
         import torch.nn.functional as F
 
         inner = self.model.model
-        width = input_ids.shape[1]
-        positions = (valid.long().cumsum(1) - 1).clamp(min=0)
+        rows, width = input_ids.shape
+        offset = past[0][0].shape[2] if past else 0
+        positions = offset + (valid.long().cumsum(1) - 1).clamp(min=0)
         causal = torch.ones(width, width, dtype=torch.bool, device=input_ids.device).tril()
         # Padding queries attend to themselves only, so their rows stay finite (never NaN).
         mask = (causal & valid[:, None, :]) | torch.eye(width, dtype=torch.bool, device=input_ids.device)
-        mask = mask[:, None]  # (prompts, 1, width, width)
+        if offset:  # every query sees all of the shared past
+            mask = torch.cat([mask.new_ones((rows, width, offset)), mask], -1)
+        mask = mask[:, None]  # (prompts, 1, width, offset + width)
 
         x = inner.embed_tokens(input_ids)
         cos, sin = inner.rotary_emb(x, positions)
         heads, kv_heads, _ = self._shape()
         cache = []
-        for layer in self._layers():
+        for index, layer in enumerate(self._layers()):
             attn = layer.self_attn
             q, k, v = self._project_qkv(attn, layer.input_layernorm(x), cos, sin)
+            if offset:
+                past_k, past_v = past[index]
+                k = torch.cat([past_k.expand(rows, -1, -1, -1), k], 2)
+                v = torch.cat([past_v.expand(rows, -1, -1, -1), v], 2)
             cache.append((k, v))
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, scale=attn.scaling, enable_gqa=heads != kv_heads
@@ -320,6 +387,15 @@ class PrefixSharedBackend:
             x = x + attn.o_proj(out.reshape(rows, 1, heads * head_dim))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return x[:, 0]
+
+
+@dataclass
+class _SharedPrefix:
+    """Keys/values (one row per layer) of ``tokens``, valid for the weights keyed by ``weights``."""
+
+    tokens: list[int]
+    kv: list[tuple[Any, Any]]
+    weights: tuple
 
 
 def _rotate_half(x: Any) -> Any:

@@ -35,7 +35,6 @@ process is untested; ``bf16`` applies through ``accelerator.autocast``.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -170,6 +169,9 @@ class ATGRPOTrainer(GRPOTrainer):
                     )
         return batch
 
+    # Encode the prompt text common to all groups of a micro-batch once (False: per-group sharing only).
+    share_common_prefix = True
+
     def _get_per_token_logps_and_entropies(
         self,
         model,
@@ -185,8 +187,9 @@ class ATGRPOTrainer(GRPOTrainer):
 
         TRL 1.16's fused LM head scores EVERY position (prompt included) on devices without Triton,
         i.e. on CPU; with ~300-token prompts and a few-token completion that is nearly all of the update
-        time. Here only completion positions are scored, and a prompt shared by several rows (all K
-        members of a group) is run through the model once (see :func:`completion_logits`). Triton
+        time. Here only completion positions are scored, a prompt shared by several rows (all K
+        members of a group) is run through the model once, and so is the text common to all prompts
+        (see :func:`mas_trainer.scoring.completion_logits`). Triton
         devices, MoE aux losses and multimodal inputs keep TRL's path.
         """
         from trl.kernels.chunked_logprob import _use_triton
@@ -203,7 +206,7 @@ class ATGRPOTrainer(GRPOTrainer):
             ids = input_ids[start : start + batch_size]
             mask = attention_mask[start : start + batch_size]
             with self.accelerator.autocast():
-                logits = completion_logits(model, ids, mask, logits_to_keep)
+                logits = completion_logits(model, ids, mask, logits_to_keep, self.share_common_prefix)
             logps, entropies = selective_log_softmax_and_entropy(
                 logits, ids[:, -logits_to_keep:], temperature=self.temperature
             )
@@ -283,44 +286,17 @@ class ATGRPOTrainer(GRPOTrainer):
         }
 
 
-def completion_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int) -> torch.Tensor:
-    """Logits predicting the last ``n`` tokens of each row, shape ``(B, n, vocab)``; differentiable.
+def completion_logits(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int, share_common_prefix: bool = True
+) -> torch.Tensor:
+    """Logits predicting the last ``n`` tokens of each row, ``(B, n, vocab)``; differentiable.
 
-    Rows are ``[left-padded prompt | right-padded completion]``. Each distinct prompt is encoded
-    once (with its KV cache); the cache is then repeated for the rows that share it and only the
-    completion tokens are run per row. For a group of K samples of one ~300-token prompt this cuts
-    the update's work about K-fold. Gradients flow through the shared prompt pass as usual.
-    Position ids follow the attention mask, as ``generate`` does with left padding.
+    Each distinct prompt is encoded once, and the prefix common to all of them once too; see
+    :func:`mas_trainer.scoring.completion_logits`.
     """
-    prompt_len = input_ids.size(1) - n
-    prompt_ids, prompt_mask = input_ids[:, :prompt_len], attention_mask[:, :prompt_len]
-    unique, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
-    u_ids, u_mask = unique[:, :prompt_len], unique[:, prompt_len:]
-    out = model(
-        input_ids=u_ids,
-        attention_mask=u_mask,
-        position_ids=(u_mask.cumsum(-1) - 1).clamp(min=0),
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    first = out.logits[inverse]  # predicts completion token 0, (B, 1, V)
-    if n == 1:
-        return first
-    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-    cache.reorder_cache(inverse)  # index_select: one cache row per sample, still differentiable
-    # transformers >= 5.2x names the argument `cache`; older versions `past_key_values`
-    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    completion_in = input_ids[:, prompt_len:-1]  # tokens 0..n-2 predict tokens 1..n-1
-    prompt_tokens = prompt_mask.sum(-1, keepdim=True)
-    positions = prompt_tokens + torch.arange(n - 1, device=input_ids.device).unsqueeze(0)
-    rest = model(
-        input_ids=completion_in,
-        attention_mask=attention_mask[:, :-1],
-        position_ids=positions,
-        use_cache=True,
-        **{cache_arg: cache},
-    ).logits
-    return torch.cat([first, rest], dim=1)
+    from mas_trainer import scoring
+
+    return scoring.completion_logits(model, input_ids, attention_mask, n, share_common_prefix=share_common_prefix)
 
 
 def drop_zero_variance_groups(samples: list[Sample]) -> list[Sample]:
