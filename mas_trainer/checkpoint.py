@@ -61,14 +61,14 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 def save_checkpoint(run: "MASTrainer") -> Path:
     """Save every policy of ``run`` at its current global step; returns the checkpoint folder."""
     final = checkpoint_dir(run.run_dir, run.global_step)
+    if getattr(run, "peft_model", None) is not None:  # lora: the frozen base, once per run
+        from mas_trainer import lora
+
+        lora.save_base_once(run.peft_model, run.trainer_of(run.policies[0]).processing_class, run.run_dir)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     (tmp / "policies").mkdir(parents=True)
-    if getattr(run, "peft_model", None) is not None:
-        from mas_trainer import lora
-
-        lora.save_base_once(run.peft_model, run.trainer_of(run.policies[0]).processing_class, run.run_dir)
     for policy in run.policies:
         trainer = run.trainer_of(policy)
         folder = tmp / "policies" / policy

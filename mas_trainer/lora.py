@@ -168,19 +168,25 @@ def base_state_dict(peft_model: Any) -> dict[str, torch.Tensor]:
 
 
 def base_fingerprint(peft_model: Any) -> str:
+    """sha256 of the base weights; computed once per model (the base is frozen)."""
     from mas_trainer.models import weights_fingerprint
 
     class _StateOnly:  # weights_fingerprint reads .state_dict() only
         def state_dict(self):
             return base_state_dict(peft_model)
 
-    return weights_fingerprint(_StateOnly())
+    cached = getattr(peft_model, "_frozen_base_fingerprint", None)
+    if cached is None:
+        cached = weights_fingerprint(_StateOnly())
+        peft_model._frozen_base_fingerprint = cached
+    return cached
 
 
 def save_base_once(peft_model: Any, tokenizer: Any, run_dir: Path) -> Path:
     """Write the frozen base to ``RUN/base_model`` unless it is there already (atomic: temp folder + rename)."""
     final = Path(run_dir) / BASE_DIR
     if (final / FINGERPRINT_FILE).is_file():
+        check_base(peft_model, run_dir)  # a new run in an old run's folder must not mix bases
         return final
     tmp = final.parent / f".tmp-{BASE_DIR}-{os.getpid()}"
     if tmp.exists():

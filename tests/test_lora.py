@@ -176,6 +176,12 @@ def test_single_role_workflow_trains_one_shared_adapter(tmp_path, taught_model_d
     before = adapter_state(run, "shared")
     record = run.train_step()
     assert record["samples_updated/shared"] > 0 and changed(before, adapter_state(run, "shared"))
+    # Saved and loaded for evaluation like any shared run: one policy "shared" for the solver role.
+    from mas_trainer import checkpoint
+
+    checkpoint.save_checkpoint(run)
+    models, policy_of_role = checkpoint.load_policies(tmp_path / "run")
+    assert list(models) == ["shared"] and policy_of_role == {"solver": "shared"}
 
 
 # ------------------------------------------------------------------ generation
@@ -259,6 +265,8 @@ def test_checkpoint_resume_restores_adapters_and_step(tmp_path, taught_model_dir
     other_base = MASTrainer(lora_config(tmp_path), models={"base": tiny_model_and_tokenizer(seed=1)})
     with pytest.raises(ValueError, match="differs from the one its adapters were trained on"):
         checkpoint.load_checkpoint(other_base, checkpoint.latest_checkpoint(tmp_path / "run"))
+    with pytest.raises(ValueError, match="differs from the one its adapters were trained on"):
+        checkpoint.save_checkpoint(other_base)  # a new run in this folder would mix two bases
 
 
 def test_mas_eval_of_a_lora_run_uses_each_adapter(tmp_path, taught_model_dir):
