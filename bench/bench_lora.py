@@ -2,12 +2,12 @@
 
     OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_lora.py [--model smollm2-135m] [--steps 3]
 
-Each mode runs in a fresh subprocess (so ``ru_maxrss`` is that mode's own peak): it builds the
-``MASTrainer`` of Plan-Path's ``mas`` workflow (roles tool and planner), then runs ``--steps`` updates
-of every policy on one fixed batch of samples (real env prompts, fixed completions, spread rewards;
-identical in every mode). Printed per mode: peak RSS, trained parameters, and the update time per
-step (the first step is a warm-up and is left out of the mean). Compare the columns as ratios: the
-machine is shared and absolute times are noisy.
+Every mode builds the ``MASTrainer`` of Plan-Path's ``mas`` workflow (roles tool and planner) and
+updates every policy on one fixed batch of samples (real env prompts, fixed completions, spread
+rewards; identical in every mode). Memory: a fresh subprocess per mode (build + one update), so
+``ru_maxrss`` is that mode's own peak. Time: one more subprocess holds all modes and interleaves
+their ``--steps`` updates (mode A, B, C, A, B, C ...), so a change in machine load hits every mode
+alike; the first step of each is a warm-up, left out of the mean. Compare the columns as ratios.
 
 * ``shared``: one model, one optimizer, all samples in one update.
 * ``specialized``: one full model and optimizer per role.
@@ -58,43 +58,52 @@ def fixed_samples(tokenizer, policy_of_role, envs: int, k: int):
     return samples
 
 
-def measure(mode: str, args) -> dict:
-    """One mode, in this process: build, update ``args.steps`` times, report time and peak memory."""
-    import torch
-
+def build(mode: str, args):
+    """The run of ``mode`` and its samples, routed to its policies."""
     from mas_trainer.config import ATGRPOConfig
     from mas_trainer.trainer import MASTrainer
 
-    torch.manual_seed(0)
-    start = time.perf_counter()
     config = ATGRPOConfig(
         output_dir=tempfile.mkdtemp(prefix=f"bench-lora-{mode}-"), env="plan_path", workflow="mas",
         model=args.model, policy_mode=mode, num_generations=args.k, per_device_train_batch_size=args.k * args.envs,
         learning_rate=1e-5, lora_r=args.lora_r, lora_alpha=2 * args.lora_r, report_to="none",
     )
     run = MASTrainer(config)
-    build_seconds = time.perf_counter() - start
     tokenizer = run.rollout_workers[run.policies[0]].tokenizer
-    routed = run.router.route(fixed_samples(tokenizer, run.policy_of_role, args.envs, args.k))
-    step_seconds = []
-    for _ in range(args.steps):
-        begin = time.perf_counter()
-        for policy in run.policies:
-            run.update_workers[policy].update(routed[policy])
-        step_seconds.append(time.perf_counter() - begin)
+    return run, run.router.route(fixed_samples(tokenizer, run.policy_of_role, args.envs, args.k))
+
+
+def update_all(run, routed) -> float:
+    """One update of every policy; seconds taken."""
+    begin = time.perf_counter()
+    for policy in run.policies:
+        run.update_workers[policy].update(routed[policy])
+    return time.perf_counter() - begin
+
+
+def measure_memory(mode: str, args) -> dict:
+    """One mode alone in this process: build and one update, then the peak RSS."""
+    run, routed = build(mode, args)
+    update_all(run, routed)
     trained = {id(p): p.numel() for policy in run.policies
                for g in run.trainer_of(policy).optimizer.param_groups for p in g["params"]}
-    timed = step_seconds[1:] or step_seconds
     return {
         "mode": mode,
         "policies": len(run.policies),
         "trained_parameters": sum(trained.values()),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "build_s": build_seconds,
-        "update_s_per_step": sum(timed) / len(timed),
-        "update_s_first_step": step_seconds[0],
         "samples_per_step": sum(len(v) for v in routed.values()),
     }
+
+
+def measure_times(modes: list[str], args) -> dict:
+    """All modes in this process, their update steps interleaved (so load changes hit every mode alike)."""
+    runs = {mode: build(mode, args) for mode in modes}
+    seconds = {mode: [] for mode in modes}
+    for _ in range(args.steps):
+        for mode in modes:
+            seconds[mode].append(update_all(*runs[mode]))
+    return {mode: sum(s[1:] or s) / len(s[1:] or s) for mode, s in seconds.items()}  # first step: warm-up
 
 
 def main() -> None:
@@ -105,21 +114,28 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="samples per group")
     parser.add_argument("--lora_r", type=int, default=16)
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)  # internal: measure one mode
+    parser.add_argument("--worker", choices=[*MODES, "times"], help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
+    modes = args.modes.split(",")
 
     if args.worker:
-        print(json.dumps(measure(args.worker, args)), flush=True)
+        result = measure_times(modes, args) if args.worker == "times" else measure_memory(args.worker, args)
+        print(json.dumps(result), flush=True)
         return
-    rows = []
-    for mode in args.modes.split(","):
-        argv = [sys.executable, __file__, "--worker", mode, "--model", args.model, "--steps", str(args.steps),
-                "--envs", str(args.envs), "--k", str(args.k), "--lora_r", str(args.lora_r)]
+
+    def worker(kind: str):
+        argv = [sys.executable, __file__, "--worker", kind, "--modes", args.modes, "--model", args.model,
+                "--steps", str(args.steps), "--envs", str(args.envs), "--k", str(args.k), "--lora_r", str(args.lora_r)]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
-            raise SystemExit(f"{mode} failed:\n{proc.stderr[-3000:]}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        print(f"measured {mode}", file=sys.stderr, flush=True)
+            raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
+        print(f"measured {kind}", file=sys.stderr, flush=True)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    rows = [worker(mode) for mode in modes]  # a fresh process per mode: its own peak memory
+    times = worker("times")
+    for row in rows:
+        row["update_s_per_step"] = times[row["mode"]]
     ref = next((r for r in rows if r["mode"] == "specialized"), rows[0])
     print(f"model {args.model}, {rows[0]['samples_per_step']} samples/step, {args.steps} steps (first = warm-up)")
     print(f"{'mode':<12}{'policies':>9}{'trained params':>16}{'peak RSS MiB':>14}{'x spec':>8}"

@@ -118,6 +118,11 @@ class LoraPolicyTrainer(ATGRPOTrainer):
         self.adapter = adapter
         # Trainer builds its optimizer over the parameters that require grad: this adapter's only.
         activate(peft_model, adapter)
+        if args.gradient_checkpointing:
+            # Reentrant checkpointing (gradient_checkpointing_kwargs use_reentrant=True) needs block inputs
+            # that require grad, which frozen embeddings do not give. TRL adds this hook only for a
+            # PeftModel, and it is handed the inner model here. (Non-reentrant, the default, trains without.)
+            peft_model.enable_input_require_grads()
         super().__init__(model=peft_model.get_base_model(), args=args, processing_class=processing_class,
                          policy_name=adapter, **kwargs)
         owned = {id(p) for group in self.optimizer.param_groups for p in group["params"]}

@@ -160,6 +160,14 @@ def test_each_role_updates_only_its_own_adapter(tmp_path, taught_model_dir):
     assert not torch.allclose(deltas["tool"], deltas["planner"])
 
 
+def test_gradient_checkpointing_still_trains_the_adapter(tmp_path, taught_model_dir):
+    run = make_lora_run(tmp_path, taught_model_dir, gradient_checkpointing=True)
+    routed = run.router.route(with_reward_spread(run.rollout(0).samples))
+    before = adapter_state(run, "planner")
+    assert run.update_workers["planner"].update(routed["planner"])["grad_norm"] > 0
+    assert changed(before, adapter_state(run, "planner"))
+
+
 def test_train_step_in_lora_mode(tmp_path, taught_model_dir):
     run = make_lora_run(tmp_path, taught_model_dir)
     base0, planner0 = base_state(run), adapter_state(run, "planner")
