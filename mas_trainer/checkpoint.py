@@ -10,6 +10,9 @@ Layout (``RUN`` is the run's ``output_dir``)::
         policies/<policy>/scheduler.pt   LR scheduler state
         policies/<policy>/trainer_state.json   TRL/transformers TrainerState (global step, log history)
 
+In ``lora`` mode ``policies/<policy>/adapter/`` (the adapter in peft's format) replaces ``model/``, and
+the frozen base is written once per run to ``RUN/base_model/`` (see :mod:`mas_trainer.lora`).
+
 A checkpoint is first written to ``RUN/checkpoints/.tmp-step-...`` and moved into place with
 ``os.replace``: a run killed while saving leaves the previous checkpoint intact and no half folder
 under a ``step-*`` name. Only the newest ``save_total_limit`` checkpoints are kept.
@@ -58,6 +61,10 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 def save_checkpoint(run: "MASTrainer") -> Path:
     """Save every policy of ``run`` at its current global step; returns the checkpoint folder."""
     final = checkpoint_dir(run.run_dir, run.global_step)
+    if getattr(run, "peft_model", None) is not None:  # lora: the frozen base, once per run
+        from mas_trainer import lora
+
+        lora.save_base_once(run.peft_model, run.trainer_of(run.policies[0]).processing_class, run.run_dir)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -65,8 +72,11 @@ def save_checkpoint(run: "MASTrainer") -> Path:
     for policy in run.policies:
         trainer = run.trainer_of(policy)
         folder = tmp / "policies" / policy
-        trainer.model.save_pretrained(folder / "model")
-        trainer.processing_class.save_pretrained(folder / "model")
+        if getattr(run, "peft_model", None) is not None:
+            lora.save_adapter(run.peft_model, policy, folder / lora.ADAPTER_DIR)
+        else:
+            trainer.model.save_pretrained(folder / "model")
+            trainer.processing_class.save_pretrained(folder / "model")
         torch.save(trainer.optimizer.state_dict(), folder / "optimizer.pt")
         torch.save(trainer.lr_scheduler.state_dict(), folder / "scheduler.pt")
         trainer.state.save_to_json(str(folder / "trainer_state.json"))
@@ -100,13 +110,20 @@ def load_checkpoint(run: "MASTrainer", path: str | os.PathLike) -> None:
             f"checkpoint {path} holds policies {state['policies']}, this run has {run.policies} "
             "(was it saved with another policy_mode?)"
         )
+    if getattr(run, "peft_model", None) is not None:
+        from mas_trainer import lora
+
+        lora.check_base(run.peft_model, run.run_dir)
     for policy in run.policies:
         trainer = run.trainer_of(policy)
         folder = path / "policies" / policy
-        saved = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=trainer.model.dtype)
-        # Copy into the live model: the optimizer and the rollout backend keep pointing at its tensors.
-        trainer.model.load_state_dict(saved.state_dict())
-        del saved
+        if getattr(run, "peft_model", None) is not None:
+            lora.load_adapter_into(run.peft_model, policy, folder / lora.ADAPTER_DIR)
+        else:
+            saved = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=trainer.model.dtype)
+            # Copy into the live model: the optimizer and the rollout backend keep pointing at its tensors.
+            trainer.model.load_state_dict(saved.state_dict())
+            del saved
         device = trainer.model.device
         trainer.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=False))
         trainer.lr_scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
@@ -125,6 +142,10 @@ def load_policies(run_dir: str | os.PathLike, step: int | None = None, device: s
     if path is None or not (path / "run_state.json").is_file():
         raise FileNotFoundError(f"no checkpoint in {run_dir}" + (f" for step {step}" if step is not None else ""))
     state = json.loads((path / "run_state.json").read_text())
+    if (state.get("config") or {}).get("policy_mode") == "lora":
+        from mas_trainer.lora import load_merged_policies
+
+        return load_merged_policies(run_dir, path, state["policies"], device), dict(state["policy_of_role"])
     policies = {}
     for policy in state["policies"]:
         folder = path / "policies" / policy / "model"

@@ -4,6 +4,7 @@ Examples::
 
     mas-train --env plan_path --policy shared --workflow single --steps 200
     mas-train --env plan_path --policy specialized --output runs/pp-spec
+    mas-train --env plan_path --policy lora --lora_r 16 --output runs/pp-lora
     mas-train --env plan_path --output runs/pp-spec --resume          # continue a killed run
     mas-train --env sokoban --policy specialized --learning_rate 5e-6 --num_generations 4
 
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=True,
     )
     parser.add_argument("--env", default=None, help="environment name (default: plan_path)")
-    parser.add_argument("--policy", default=None, help="shared | specialized (one model per role)")
+    parser.add_argument("--policy", default=None, help="shared | specialized (one model per role) | lora (one base + one LoRA adapter per role)")
     parser.add_argument("--model", default=None, help="model preset, local folder or HF id (default: smollm2-135m)")
     parser.add_argument("--workflow", default=None, help="mas | single (default: mas)")
     parser.add_argument("--grouping", default=None, help="at_grpo | trajectory (baseline)")
@@ -74,10 +75,8 @@ def parse_config(argv: list[str] | None):
     if env not in list_envs():
         raise UsageError(f"unknown env {env!r}; available: {', '.join(list_envs())}")
     policy = options.policy or "shared"
-    if policy == "lora":
-        raise UsageError("--policy lora is not implemented yet; use shared or specialized")
-    if policy not in ("shared", "specialized"):
-        raise UsageError(f"unknown policy mode {policy!r}; choose shared or specialized")
+    if policy not in ("shared", "specialized", "lora"):
+        raise UsageError(f"unknown policy mode {policy!r}; choose shared, specialized or lora")
     if options.workflow is not None and options.workflow not in ("mas", "single"):
         raise UsageError(f"unknown workflow {options.workflow!r}; choose mas or single")
     if options.steps is not None and options.steps < 1:

@@ -37,8 +37,19 @@ class ATGRPOConfig(GRPOConfig):
             Hugging Face model id.
         policy_mode (`str`, defaults to `"shared"`):
             ``"shared"``: one model (and optimizer) for every role. ``"specialized"``: one model and one
-            optimizer per role; a role's samples update only its own model. ``"lora"`` (one base model
-            plus one adapter per role) is not implemented yet and is rejected.
+            optimizer per role; a role's samples update only its own model. ``"lora"``: one frozen base
+            model plus one LoRA adapter (and optimizer) per role; a role's samples update only its
+            adapter (:mod:`mas_trainer.lora`). With a single-role workflow, ``lora`` trains one adapter
+            named ``shared`` (a memory-cheap shared policy).
+        lora_r (`int`, defaults to `16`):
+            LoRA rank (``policy_mode="lora"`` only; the ``lora_*`` names follow ``trl.ModelConfig``).
+        lora_alpha (`float`, defaults to `32`):
+            LoRA scaling numerator: the adapter's update is scaled by ``lora_alpha / lora_r``.
+        lora_dropout (`float`, defaults to `0.0`):
+            Dropout on the adapter's input during updates (0: the update sees exactly what sampling saw).
+        lora_target_modules (`list[str]`, *optional*):
+            Module names that get an adapter; default every linear layer but the output head (on
+            Llama/Qwen models: the q/k/v/o attention and gate/up/down MLP projections).
 
         > The environment
 
@@ -90,7 +101,15 @@ class ATGRPOConfig(GRPOConfig):
     # ---- added fields
     model: str = field(default="smollm2-135m", metadata={"help": "Model preset, local folder or HF model id."})
     policy_mode: str = field(
-        default="shared", metadata={"help": "shared | specialized (one model per role) | lora (not yet)."}
+        default="shared",
+        metadata={"help": "shared | specialized (one model per role) | lora (one base + one LoRA adapter per role)."},
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank (policy_mode lora)."})
+    lora_alpha: float = field(default=32, metadata={"help": "LoRA alpha: the adapter is scaled by alpha / r."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the adapter input during updates."})
+    lora_target_modules: list[str] | None = field(
+        default=None,
+        metadata={"help": "Modules that get a LoRA adapter (default: every linear layer but the output head)."},
     )
     env: str = field(default="plan_path", metadata={"help": "Environment name (mas_envs.make_env)."})
     env_kwargs: dict[str, Any] | str | None = field(
@@ -161,10 +180,9 @@ class ATGRPOConfig(GRPOConfig):
 
         if self.env not in list_envs():
             raise ValueError(f"unknown env {self.env!r}; available: {', '.join(list_envs()) or '(none)'}")
-        if self.policy_mode == "lora":
-            raise ValueError("policy_mode='lora' is not implemented yet; use 'shared' or 'specialized'")
         if self.policy_mode not in POLICY_MODES:
-            raise ValueError(f"unknown policy_mode {self.policy_mode!r}; choose 'shared' or 'specialized'")
+            raise ValueError(f"unknown policy_mode {self.policy_mode!r}; choose one of {', '.join(POLICY_MODES)}")
+        self._validate_lora_fields()
         if self.rollout_backend not in ("auto", "prefix_shared", "hf"):
             raise ValueError(f"unknown rollout_backend {self.rollout_backend!r}; choose auto, prefix_shared or hf")
         if self.grouping not in GROUPINGS:
@@ -201,6 +219,21 @@ class ATGRPOConfig(GRPOConfig):
         reserved = {"workflow", "alpha", "max_turns", "split"} & set(self.env_kwargs)
         if reserved:
             raise ValueError(f"env_kwargs must not set {sorted(reserved)}: use the config fields of the same name")
+
+    def _validate_lora_fields(self) -> None:
+        if isinstance(self.lora_target_modules, str):  # "q_proj,v_proj" from a config file or the API
+            self.lora_target_modules = [m.strip() for m in self.lora_target_modules.split(",") if m.strip()]
+        if self.lora_target_modules is not None and not self.lora_target_modules:
+            raise ValueError("lora_target_modules must name at least one module (or be unset for all linear layers)")
+        if isinstance(self.lora_r, bool) or int(self.lora_r) != self.lora_r or int(self.lora_r) < 1:
+            raise ValueError(f"lora_r must be a positive integer, got {self.lora_r!r}")
+        if not (math.isfinite(float(self.lora_alpha)) and float(self.lora_alpha) > 0):
+            raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha!r}")
+        if not 0 <= float(self.lora_dropout) < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        if self.policy_mode == "lora" and float(self.beta) != 0.0:
+            # The reference would be the base with adapters disabled; not wired into the update yet.
+            raise ValueError("policy_mode='lora' does not support beta > 0 (a KL reference) yet; use beta=0")
 
     def env_make_kwargs(self, split: str = "train") -> dict[str, Any]:
         """Keyword arguments for ``make_env(self.env, ...)`` on ``split``."""

@@ -318,7 +318,8 @@ class MASTrainer:
         run.train()                       # or run.train(resume=True); or run.train_step() step by step
         run.evaluate(num_tasks=50)        # greedy success on held-out tasks
 
-    ``models`` may give ready ``(model, tokenizer)`` pairs per policy name (tests use tiny models).
+    ``models`` may give ready ``(model, tokenizer)`` pairs per policy name (tests use tiny models); in
+    ``lora`` mode one pair under ``"base"`` (the base model every adapter shares).
     """
 
     def __init__(self, config: ATGRPOConfig, models: dict[str, tuple[Any, Any]] | None = None):
@@ -337,12 +338,25 @@ class MASTrainer:
                     f"only {self.roles}"
                 )
             self.policies = list(self.roles)
+        elif config.policy_mode == "lora" and len(self.roles) > 1:
+            self.policies = list(self.roles)  # one adapter per role
         else:
             self.policies = ["shared"]
         self.rollout_workers: dict[str, RolloutWorker] = {}
         self.update_workers: dict[str, UpdateWorker] = {}
         device = "cuda" if torch.cuda.is_available() and not config.use_cpu else "cpu"
-        for policy in self.policies:
+        self.peft_model = None  # lora mode: the PeftModel holding the base and every adapter
+        if config.policy_mode == "lora":
+            from mas_trainer.lora import build_lora_workers
+
+            if models is not None and "base" not in models:
+                raise ValueError("policy_mode='lora' takes one (model, tokenizer) pair as models['base']")
+            base = models["base"] if models is not None else load_model_and_tokenizer(config.model, device=device)
+            self.update_workers, self.rollout_workers, self.peft_model = build_lora_workers(
+                config, self.policies, base, self.run_dir
+            )
+        own_model_policies = [] if config.policy_mode == "lora" else self.policies  # lora: built above
+        for policy in own_model_policies:
             if models is not None:
                 model, tokenizer = models[policy]
             else:
@@ -365,7 +379,7 @@ class MASTrainer:
 
     # ------------------------------------------------------------------ structure
     def policy_of_role(self, role: str) -> str:
-        return role if self.config.policy_mode == "specialized" else "shared"
+        return role if self.policies == self.roles else "shared"
 
     def trainer_of(self, policy: str) -> ATGRPOTrainer:
         return self.update_workers[policy].trainer

@@ -33,7 +33,7 @@ def run_args(model: Path, output: Path, steps: int) -> list[str]:
     [
         (["--env", "chess"], "unknown env 'chess'"),
         (["--policy", "mixture"], "unknown policy mode"),
-        (["--policy", "lora"], "not implemented yet"),
+        (["--policy", "lora", "--lora_r", "0"], "lora_r must be a positive integer"),
         (["--workflow", "debate"], "unknown workflow"),
         (["--steps", "0"], "--steps must be >= 1"),
         (["--num_generations", "1"], "num_generations"),

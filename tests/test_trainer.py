@@ -134,7 +134,7 @@ def test_config_cpu_defaults():
     [
         ({"env": "chess"}, "unknown env 'chess'"),
         ({"policy_mode": "mixture"}, "unknown policy_mode"),
-        ({"policy_mode": "lora"}, "not implemented yet"),
+        ({"policy_mode": "lora", "lora_r": 0}, "lora_r must be a positive integer"),
         ({"grouping": "prompt"}, "unknown grouping"),
         ({"workflow": "debate"}, "unknown workflow"),
         ({"num_generations": 1}, "num_generations"),
