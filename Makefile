@@ -31,7 +31,7 @@ setup-vllm:  ## a separate venv with vLLM (CPU build) for the vllm generation ba
 	@VENV_VLLM=$(VENV_VLLM) bash scripts/setup_vllm.sh
 
 test-vllm: setup-vllm  ## only the vLLM backend tests, in that venv (the project is used from this folder)
-	OMP_NUM_THREADS=1 PYTHONPATH=. $(VENV_VLLM)/bin/python -m pytest -q -m vllm tests/test_vllm_backend.py
+	OMP_NUM_THREADS=1 PYTHONPATH=. $(VENV_VLLM)/bin/python -m pytest -q tests/test_vllm_backend.py
 
 bench-vllm: setup-vllm  ## HF generate vs prefix-shared vs vLLM, side by side (docs/VLLM.md)
 	PYTHONPATH=. $(VENV_VLLM)/bin/python bench/bench_vllm.py

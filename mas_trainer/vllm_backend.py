@@ -8,9 +8,9 @@ per role):
   ``SamplingParams(n=K)``, and prefix caching is on, so a prompt is prefilled once for its K
   branches and shared prompt prefixes across requests are reused;
 - the engine is built from the training model's config and tokenizer saved to a temporary folder,
-  with dummy weights, and the training model's weights are then loaded in-process
-  (``load_weights(model.state_dict().items())``, as TRL's colocate mode does) - no weight file is
-  written;
+  with dummy weights, and the training model's weights are then loaded in-process from
+  ``model.state_dict()`` (like TRL's colocate mode; through the model runner's ``reload_weights``,
+  which vLLM 0.32 needs, see :meth:`VLLMBackend.sync_weights`) - no weight file is written;
 - :meth:`VLLMBackend.sync_weights` repeats that load after each optimizer step and resets the
   prefix cache, so keys/values computed with the old weights are never reused.
 
@@ -81,7 +81,7 @@ class VLLMBackend:
     ``tokenizer`` decodes completions and is saved with the config for the engine.
     Engine settings: ``gpu_memory_utilization`` (GPU only), ``max_model_len`` (prompt + completion
     tokens; default 4096 or the model's limit if smaller), ``dtype`` (default: the model's parameter
-    dtype), ``kv_cache_gib`` (CPU only: the KV cache size, ``VLLM_CPU_KVCACHE_SPACE``),
+    dtype), ``kv_cache_gib`` (CPU only: the KV cache size),
     ``enforce_eager`` (skip torch.compile / graph capture: faster start, maybe slower decoding),
     ``seed`` (the engine's RNG for unseeded requests), and ``engine_kwargs`` (more ``vllm.LLM``
     arguments). ``eos_token_ids`` ends a completion (default: as :class:`HFBackend`).
@@ -109,8 +109,13 @@ class VLLMBackend:
             raise ValueError(f"kv_cache_gib must be > 0, not {kv_cache_gib}")
         # In-process engine core: sync_weights reaches the engine's model object directly.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", _gib_text(kv_cache_gib))
         vllm = import_vllm()
+        import torch
+        from vllm.platforms import current_platform
+
+        extra = dict(engine_kwargs or {})
+        if current_platform.is_cpu():  # on GPU gpu_memory_utilization sizes the KV cache
+            extra.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * 2**30))
 
         self.model = model
         self.tokenizer = tokenizer
@@ -119,38 +124,52 @@ class VLLMBackend:
         self.max_model_len = int(max_model_len or min(4096, limit))
         self._folder = tempfile.TemporaryDirectory(prefix="mas-vllm-")
         _save_config_and_tokenizer(model, tokenizer, self._folder.name)
-        self.llm = vllm.LLM(
-            model=self._folder.name,
-            load_format="dummy",  # random weights; the real ones arrive by sync_weights() below
-            dtype=dtype or _dtype_name(model),
-            max_model_len=self.max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            enable_prefix_caching=True,
-            enforce_eager=enforce_eager,
-            seed=seed,
-            generation_config="vllm",  # no sampling defaults from generation_config.json: we set every knob
-            logprobs_mode="processed_logprobs",
-            **(engine_kwargs or {}),
-        )
+        set_num_threads = torch.set_num_threads
+        rng = _RandomStates.save()  # an in-process engine seeds the global RNGs with `seed`
+        try:
+            self.llm = vllm.LLM(
+                model=self._folder.name,
+                load_format="dummy",  # random weights; the real ones arrive by sync_weights() below
+                dtype=dtype or _dtype_name(model),
+                max_model_len=self.max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization,
+                enable_prefix_caching=True,
+                enforce_eager=enforce_eager,
+                seed=seed,
+                generation_config="vllm",  # no sampling defaults from generation_config.json: we set every knob
+                logprobs_mode="processed_logprobs",
+                **extra,
+            )
+        finally:
+            # vLLM's CPU worker replaces torch.set_num_threads with a no-op for the whole process;
+            # the rest of this process (training, other backends) keeps control of its threads.
+            torch.set_num_threads = set_num_threads
+            rng.restore()
         self.sync_weights()
 
     # ------------------------------------------------------------------ weights
-    def engine_model(self) -> Any:
-        """The engine's ``torch.nn.Module`` (the in-process worker's model)."""
+    def model_runner(self) -> Any:
+        """The in-process worker's model runner (it owns the engine's ``torch.nn.Module``)."""
         try:
-            return self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+            return self.llm.llm_engine.model_executor.driver_worker.model_runner
         except AttributeError as err:
             raise RuntimeError(
-                "cannot reach the vLLM engine's model in-process (is VLLM_ENABLE_V1_MULTIPROCESSING=0 "
+                "cannot reach the vLLM engine's model runner in-process (is VLLM_ENABLE_V1_MULTIPROCESSING=0 "
                 f"honoured by this vLLM version?): {err}"
             ) from err
 
     def sync_weights(self) -> None:
-        """Copy the training model's current weights into the engine and drop its prefix cache."""
+        """Copy the training model's current weights into the engine and drop its prefix cache.
+
+        Uses the runner's ``reload_weights`` (checkpoint-format names, as in ``state_dict()``): after
+        loading, vLLM may repack weights into a kernel format (its CPU linear layers do), so a plain
+        ``model.load_weights`` on the running engine no longer works there.
+        """
         import torch
 
+        state = self.model.state_dict()
         with torch.no_grad():
-            self.engine_model().load_weights((name, t.detach()) for name, t in self.model.state_dict().items())
+            self.model_runner().reload_weights(weights_iterator=((name, t.detach()) for name, t in state.items()))
         self.llm.reset_prefix_cache()
 
     def close(self) -> None:
@@ -219,6 +238,32 @@ class VLLMBackend:
         return completion_from_row(self.tokenizer, self.eos_token_ids, torch.tensor(ids, dtype=torch.long), logprobs)
 
 
+class _RandomStates:
+    """The global RNG states of ``random``, ``numpy`` and ``torch`` (CPU), to put back later."""
+
+    @classmethod
+    def save(cls) -> "_RandomStates":
+        import random
+
+        import numpy
+        import torch
+
+        saved = cls()
+        saved.states = (random.getstate(), numpy.random.get_state(), torch.random.get_rng_state())
+        return saved
+
+    def restore(self) -> None:
+        import random
+
+        import numpy
+        import torch
+
+        python_state, numpy_state, torch_state = self.states
+        random.setstate(python_state)
+        numpy.random.set_state(numpy_state)
+        torch.random.set_rng_state(torch_state)
+
+
 def _in_order(branches: Sequence[Any]) -> list[Any]:
     """Branches by their index (vLLM may finish, and list, them out of order)."""
     return sorted(branches, key=lambda b: b.index)
@@ -233,6 +278,3 @@ def _save_config_and_tokenizer(model: Any, tokenizer: Any, folder: str) -> None:
 def _dtype_name(model: Any) -> str:
     return str(next(model.parameters()).dtype).removeprefix("torch.")
 
-
-def _gib_text(gib: float) -> str:
-    return str(int(gib)) if float(gib).is_integer() else str(gib)

