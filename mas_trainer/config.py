@@ -158,6 +158,11 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(f"unknown policy_mode {self.policy_mode!r}; choose 'shared' or 'specialized'")
         if self.rollout_backend not in ("auto", "prefix_shared", "hf", "vllm"):
             raise ValueError(f"unknown rollout_backend {self.rollout_backend!r}; choose auto, prefix_shared, hf or vllm")
+        if self.rollout_backend == "vllm":
+            from mas_trainer.vllm_backend import INSTALL_HINT, vllm_available
+
+            if not vllm_available():
+                raise ValueError(f"rollout_backend='vllm' needs vLLM, which is not installed here; {INSTALL_HINT}")
         if self.grouping not in GROUPINGS:
             raise ValueError(f"unknown grouping {self.grouping!r}; choose one of {', '.join(GROUPINGS)}")
         if self.workflow not in WORKFLOWS:

@@ -82,7 +82,8 @@ class VLLMBackend:
     Engine settings: ``gpu_memory_utilization`` (GPU only), ``max_model_len`` (prompt + completion
     tokens; default 4096 or the model's limit if smaller), ``dtype`` (default: the model's parameter
     dtype), ``kv_cache_gib`` (CPU only: the KV cache size),
-    ``enforce_eager`` (skip torch.compile / graph capture: faster start, maybe slower decoding),
+    ``enforce_eager`` (skip torch.compile / CUDA graphs; default: on CPU only, where compiling took
+    minutes and decoded within noise of eager),
     ``seed`` (the engine's RNG for unseeded requests), and ``engine_kwargs`` (more ``vllm.LLM``
     arguments). ``eos_token_ids`` ends a completion (default: as :class:`HFBackend`).
     """
@@ -96,7 +97,7 @@ class VLLMBackend:
         max_model_len: int | None = None,
         dtype: str | None = None,
         kv_cache_gib: float = 1.0,
-        enforce_eager: bool = False,
+        enforce_eager: bool | None = None,
         seed: int = 0,
         eos_token_ids: Sequence[int] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
@@ -114,6 +115,8 @@ class VLLMBackend:
         from vllm.platforms import current_platform
 
         extra = dict(engine_kwargs or {})
+        if enforce_eager is None:  # on CPU torch.compile took minutes to build for little gain (docs/VLLM.md)
+            enforce_eager = current_platform.is_cpu()
         if current_platform.is_cpu():  # on GPU gpu_memory_utilization sizes the KV cache
             extra.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * 2**30))
 
@@ -125,7 +128,7 @@ class VLLMBackend:
         self._folder = tempfile.TemporaryDirectory(prefix="mas-vllm-")
         _save_config_and_tokenizer(model, tokenizer, self._folder.name)
         set_num_threads = torch.set_num_threads
-        rng = _RandomStates.save()  # an in-process engine seeds the global RNGs with `seed`
+        rng = _RandomStates()  # an in-process engine seeds the global RNGs with `seed`
         try:
             self.llm = vllm.LLM(
                 model=self._folder.name,
@@ -239,18 +242,15 @@ class VLLMBackend:
 
 
 class _RandomStates:
-    """The global RNG states of ``random``, ``numpy`` and ``torch`` (CPU), to put back later."""
+    """The global RNG states of ``random``, ``numpy`` and ``torch`` (CPU), captured now, to put back later."""
 
-    @classmethod
-    def save(cls) -> "_RandomStates":
+    def __init__(self) -> None:
         import random
 
         import numpy
         import torch
 
-        saved = cls()
-        saved.states = (random.getstate(), numpy.random.get_state(), torch.random.get_rng_state())
-        return saved
+        self.states = (random.getstate(), numpy.random.get_state(), torch.random.get_rng_state())
 
     def restore(self) -> None:
         import random

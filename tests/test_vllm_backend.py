@@ -207,10 +207,23 @@ def test_mas_eval_backend_vllm_without_it_is_a_usage_error(capsys):
     assert "make setup-vllm" in capsys.readouterr().err
 
 
-def test_config_accepts_vllm_backend():
+def test_config_rollout_backend_vllm():
     pytest.importorskip("trl")
     from mas_trainer.config import ATGRPOConfig
 
-    assert ATGRPOConfig(output_dir="unused", rollout_backend="vllm").rollout_backend == "vllm"
-    with pytest.raises(ValueError, match="vllm"):
+    if vllm_available():
+        assert ATGRPOConfig(output_dir="unused", rollout_backend="vllm").rollout_backend == "vllm"
+    else:  # refused at once, with the install command, rather than when the trainer builds its backends
+        with pytest.raises(ValueError, match="make setup-vllm"):
+            ATGRPOConfig(output_dir="unused", rollout_backend="vllm")
+    with pytest.raises(ValueError, match="prefix_shared, hf or vllm"):
         ATGRPOConfig(output_dir="unused", rollout_backend="bogus")
+
+
+def test_mas_eval_backend_option():
+    from mas_trainer.eval_cli import UsageError, parse_request
+
+    assert parse_request(["--env", "plan_path"])[0].backend == "hf"
+    assert parse_request(["--env", "plan_path", "--backend", "prefix_shared"])[0].backend == "prefix_shared"
+    with pytest.raises(UsageError, match="--backend"):
+        parse_request(["--env", "plan_path", "--backend", "bogus"])
