@@ -227,3 +227,28 @@ def test_mas_eval_backend_option():
     assert parse_request(["--env", "plan_path", "--backend", "prefix_shared"])[0].backend == "prefix_shared"
     with pytest.raises(UsageError, match="--backend"):
         parse_request(["--env", "plan_path", "--backend", "bogus"])
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_trainer_step_with_vllm_rollouts_syncs_the_engine(tmp_path, one_torch_thread):
+    """mas-train's loop with rollout_backend='vllm': after the update the engine samples the new weights."""
+    import math
+
+    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.vllm_backend import VLLMBackend
+
+    config = ATGRPOConfig(output_dir=str(tmp_path / "run"), env="plan_path", workflow="single", envs_per_step=2,
+                          num_generations=4, max_turns=1, max_steps=1, max_completion_length=4, rollout_seed=0,
+                          learning_rate=1e-3, rollout_backend="vllm", vllm_max_model_length=1024)
+    run = MASTrainer(config)
+    backend = run.rollout_workers["shared"].backend
+    assert isinstance(backend, VLLMBackend) and backend.max_model_len == 1024  # vllm_max_model_length reached it
+    assert backend.model is run.model_of("shared")  # the engine mirrors the model being trained
+    record = run.train_step()
+    assert record["samples"] == 8 and math.isfinite(record["loss/shared"])
+    model, tokenizer = run.model_of("shared"), backend.tokenizer
+    prompt = [chat_prompt_ids(tokenizer, QUESTIONS[0])]
+    want = HFBackend(model, tokenizer).generate(prompt, 1, max_new_tokens=12, temperature=0)[0][0].token_ids
+    assert backend.generate(prompt, 1, max_new_tokens=12, temperature=0)[0][0].token_ids == want
