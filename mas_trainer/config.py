@@ -86,7 +86,9 @@ class ATGRPOConfig(GRPOConfig):
         rollout_backend (`str`, defaults to `"auto"`):
             How rollout workers sample: ``"prefix_shared"`` prefills each distinct prompt once for its K
             branches (:mod:`mas_trainer.prefix_sharing`), ``"hf"`` uses ``transformers`` ``generate``
-            (K prefills per prompt), ``"auto"`` the first when that module is present.
+            (K prefills per prompt), ``"auto"`` the first when that module is present, ``"vllm"`` an
+            in-process vLLM engine per policy (:mod:`mas_trainer.vllm_backend`; needs vLLM, see docs/VLLM.md;
+            engine settings from ``vllm_gpu_memory_utilization`` and ``vllm_max_model_length``).
         rollout_seed (`int`, *optional*):
             Seed of the env tasks and sampling; defaults to ``seed``. Step ``s`` resets its envs with seeds
             ``rollout_seed + s * envs_per_step + i``.
@@ -135,7 +137,8 @@ class ATGRPOConfig(GRPOConfig):
     rollout_seed: int | None = field(default=None, metadata={"help": "Seed of env tasks and sampling (default: seed)."})
     rollout_backend: str = field(
         default="auto",
-        metadata={"help": "Sampling backend: auto (prefix-shared when available) | prefix_shared | hf (transformers generate)."},
+        metadata={"help": "Sampling backend: auto (prefix-shared when available) | prefix_shared | hf (transformers generate)"
+                " | vllm (in-process vLLM engine)."},
     )
 
     # ---- TRL defaults changed for CPU runs
@@ -183,8 +186,16 @@ class ATGRPOConfig(GRPOConfig):
         if self.policy_mode not in POLICY_MODES:
             raise ValueError(f"unknown policy_mode {self.policy_mode!r}; choose one of {', '.join(POLICY_MODES)}")
         self._validate_lora_fields()
-        if self.rollout_backend not in ("auto", "prefix_shared", "hf"):
-            raise ValueError(f"unknown rollout_backend {self.rollout_backend!r}; choose auto, prefix_shared or hf")
+        if self.rollout_backend not in ("auto", "prefix_shared", "hf", "vllm"):
+            raise ValueError(f"unknown rollout_backend {self.rollout_backend!r}; choose auto, prefix_shared, hf or vllm")
+        if self.rollout_backend == "vllm":
+            if self.policy_mode == "lora":
+                raise ValueError("rollout_backend='vllm' does not serve LoRA adapters yet; use policy_mode "
+                                 "'shared' or 'specialized', or rollout_backend 'auto'")
+            from mas_trainer.vllm_backend import INSTALL_HINT, vllm_available
+
+            if not vllm_available():
+                raise ValueError(f"rollout_backend='vllm' needs vLLM, which is not installed here; {INSTALL_HINT}")
         if self.grouping not in GROUPINGS:
             raise ValueError(f"unknown grouping {self.grouping!r}; choose one of {', '.join(GROUPINGS)}")
         if self.workflow not in WORKFLOWS:

@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=METHODS, default=None, help="method label (default: inferred)")
     p.add_argument("--swap-roles", action="store_true", help="swap the two roles' policies (specialized runs)")
     p.add_argument("--checkpoint-step", type=int, default=None, help="which checkpoint of a run (default: latest)")
+    p.add_argument("--backend", choices=("hf", "prefix_shared", "vllm"), default="hf",
+                   help="generation backend (default: hf; vllm needs vLLM installed, see docs/VLLM.md)")
     p.add_argument("--label", default=None, help="free text stored in provenance.label")
     p.add_argument("--out", default=None, help="results file (default: results/<env>-<method>-seed<S>.json)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
@@ -78,13 +80,18 @@ def parse_request(argv: list[str]):
             raise UsageError(f"--env-kwargs is not valid JSON: {err}") from None
         if not isinstance(env_kwargs, dict):
             raise UsageError(f"--env-kwargs must be a JSON object, got {type(env_kwargs).__name__}")
+    if args.backend == "vllm":
+        from mas_trainer.vllm_backend import INSTALL_HINT, vllm_available
+
+        if not vllm_available():
+            raise UsageError(f"--backend vllm: vLLM is not installed in this Python; {INSTALL_HINT}")
     if args.label is not None and len(args.label) > 200:
         raise UsageError("--label is longer than 200 characters")
     request = EvalRequest(
         env=args.env, model=args.model, workflow=args.workflow, split=args.split, episodes=args.episodes,
         seed=args.seed, samples=args.samples, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, env_kwargs=env_kwargs, method=args.method,
-        swap_roles=args.swap_roles, checkpoint_step=args.checkpoint_step, label=args.label,
+        swap_roles=args.swap_roles, checkpoint_step=args.checkpoint_step, label=args.label, backend=args.backend,
         command=" ".join([PROG, *map(shlex.quote, argv)]),
     )
     return request, args.out, args.quiet

@@ -69,6 +69,7 @@ class EvalRequest:
     checkpoint_step: int | None = None
     label: str | None = None
     command: str = ""
+    backend: str = "hf"  # generation backend: hf | prefix_shared | vllm (mas_trainer.workers.make_backend)
 
 
 @dataclass
@@ -266,13 +267,13 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
 
 
 def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, samples: int, temperature: float,
-         top_p: float, max_new_tokens: int, seed: int, progress: bool = False):
+         top_p: float, max_new_tokens: int, seed: int, progress: bool = False, backend: str = "hf"):
     """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``)."""
     from mas_trainer.atgrpo import tree_rollout
-    from mas_trainer.generation import HFBackend
+    from mas_trainer.workers import make_backend
 
     used = sorted(set(routing.values()))
-    backends = {p: HFBackend(*loaded.models[p]) for p in used}
+    backends = {p: make_backend(*loaded.models[p], kind=backend) for p in used}
     tokenizers = {p: loaded.models[p][1] for p in used}
     bar = None
     if progress:
@@ -384,7 +385,8 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
               f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})")
     start = time.perf_counter()
     rollout = play(envs, loaded, routing, samples=request.samples, temperature=float(temperature),
-                   top_p=request.top_p, max_new_tokens=max_new_tokens, seed=request.seed, progress=progress)
+                   top_p=request.top_p, max_new_tokens=max_new_tokens, seed=request.seed, progress=progress,
+                   backend=request.backend)
     wall = time.perf_counter() - start
     episodes, summary = summarize(rollout, roles, wall)
     return {

@@ -50,6 +50,7 @@ from trl.trainer.utils import pad
 
 from mas_trainer.config import ATGRPOConfig
 from mas_trainer.samples import Sample
+from mas_trainer.vllm_backend import engine_options_from_config
 from mas_trainer.workers import EnvPool, RolloutWorker, Router, UpdateWorker
 
 
@@ -369,7 +370,8 @@ class MASTrainer:
                 logging_dir=self.run_dir / "tensorboard" / policy,
             )
             self.update_workers[policy] = UpdateWorker(policy, trainer)
-            self.rollout_workers[policy] = RolloutWorker(policy, trainer.model, tokenizer, config.rollout_backend)
+            self.rollout_workers[policy] = RolloutWorker(policy, trainer.model, tokenizer, config.rollout_backend,
+                                                         engine_options=engine_options_from_config(config))
         self.router = Router(self.policies)
         self.global_step = 0
         # Turn-level steps (turns_per_step): episodes in progress, how many were started, recent outcomes.
@@ -498,6 +500,8 @@ class MASTrainer:
             latest = checkpoint.latest_checkpoint(self.run_dir)
             if latest is not None:
                 checkpoint.load_checkpoint(self, latest)
+                for worker in self.rollout_workers.values():  # e.g. a vLLM engine holds its own copy
+                    worker.sync_weights()
         checkpoint.truncate_metrics(self.metrics_path, self.global_step)
         records: list[dict[str, Any]] = []
         max_steps = int(self.config.max_steps)

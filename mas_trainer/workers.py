@@ -7,7 +7,8 @@ One training step moves data through four kinds of objects::
 * :class:`EnvPool` creates the envs once and resets them with reproducible seeds for each step (or,
   with turn-level steps, starts single episodes as slots free up).
 * :class:`RolloutWorker` owns a policy's generation backend (prefix-shared sampling or ``transformers``
-  ``generate``, both on the very model being trained, so weight sync is a no-op).
+  ``generate``, both on the very model being trained, so weight sync is a no-op; or an in-process vLLM
+  engine, whose ``sync_weights`` copies the update worker's weights into it).
 * :class:`UpdateWorker` owns a policy's model, optimizer and TRL trainer and applies one update.
 * :class:`Router` sends each sample to the update worker of ``sample.policy``.
 
@@ -72,10 +73,15 @@ class EnvPool:
         return envs
 
 
-def make_backend(model: Any, tokenizer: Any, kind: str = "auto") -> Any:
-    """A generation backend on ``model``: ``"prefix_shared"``, ``"hf"`` or ``"auto"`` (the first if present)."""
+def make_backend(model: Any, tokenizer: Any, kind: str = "auto", engine_options: dict[str, Any] | None = None) -> Any:
+    """A generation backend on ``model``: ``"prefix_shared"``, ``"hf"``, ``"auto"`` (the first if present)
+    or ``"vllm"`` (an in-process vLLM engine built with ``engine_options``, see :mod:`mas_trainer.vllm_backend`)."""
     from mas_trainer.generation import HFBackend
 
+    if kind == "vllm":
+        from mas_trainer.vllm_backend import VLLMBackend
+
+        return VLLMBackend(model, tokenizer, **(engine_options or {}))
     if kind in ("auto", "prefix_shared"):
         try:
             from mas_trainer.prefix_sharing import PrefixSharedBackend
@@ -90,10 +96,11 @@ def make_backend(model: Any, tokenizer: Any, kind: str = "auto") -> Any:
 class RolloutWorker:
     """Generation for one policy: owns its backend; the rollout code calls ``backend.generate``."""
 
-    def __init__(self, policy: str, model: Any, tokenizer: Any, backend: str = "auto"):
+    def __init__(self, policy: str, model: Any, tokenizer: Any, backend: str = "auto",
+                 engine_options: dict[str, Any] | None = None):
         self.policy = policy
         self.tokenizer = tokenizer
-        self.backend = make_backend(model, tokenizer, backend)
+        self.backend = make_backend(model, tokenizer, backend, engine_options)
 
     def sync_weights(self) -> None:
         """Make generation use the latest weights of the update worker (no-op when they share a model)."""
