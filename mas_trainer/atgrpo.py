@@ -94,6 +94,7 @@ def tree_rollout(
     seed: int | None = None,
     max_steps: int | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    step_branches: Callable[[list[Any], list[list[str]]], list[list[Any]]] | None = None,
 ) -> Rollout:
     """Play every env to the end with tree sampling; return all K candidates of every branching point.
 
@@ -102,6 +103,8 @@ def tree_rollout(
     ``max_steps`` caps the agent steps of one episode (default: ``max_turns`` x number of roles);
     an episode still live at the cap raises ``RuntimeError``. ``on_step(finished, total)``, if given,
     is called before every batched step with the number of finished episodes (for progress bars).
+    ``step_branches(envs, texts_per_env)`` returns, for each env, one stepped clone per text; the
+    default does it in this process (:func:`step_clones`); the Ray backend steps them on env workers.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -110,6 +113,7 @@ def tree_rollout(
     episode_ids = _checked_episode_ids(envs, episode_ids)
     gen_kwargs = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                       return_logprobs=return_logprobs)
+    step_branches = step_branches or step_clones
 
     current = list(envs)  # current[e] is the env that continues episode e; replaced by the chosen clone
     for env in current:
@@ -142,19 +146,17 @@ def tree_rollout(
         call_index += 1
 
         t0 = time.perf_counter()
-        for e, (policy, prompt_ids), completions in zip(live, requests, candidates):
+        # Each candidate acts on its own clone and is scored with the acting agent's reward.
+        stepped = step_branches([current[e] for e in live], [[c.text for c in cs] for cs in candidates])
+        for e, (policy, prompt_ids), completions, clones in zip(live, requests, candidates, stepped):
             env = current[e]
             agent = env.agent_selection
             turn = _turn_of(env, steps_taken[e])
             group = (episode_ids[e], turn, agent)
 
-            # Each candidate acts on its own clone and is scored with the acting agent's reward.
-            clones, rewards = [], []
-            for j, completion in enumerate(completions):
-                branch = env.clone()
-                branch.step(completion.text)
+            rewards = []
+            for j, (completion, branch) in enumerate(zip(completions, clones)):
                 reward = float(branch.rewards[agent])
-                clones.append(branch)
                 rewards.append(reward)
                 samples.append(Sample(
                     prompt_ids=list(prompt_ids),  # own copy: identical tokens, no shared mutable list
@@ -193,6 +195,19 @@ def tree_rollout(
     stats["reward_chosen_mean"] = _mean(chosen_rewards)
     stats["reward_best_mean"] = _mean(best_rewards)
     return Rollout(samples, episodes, stats, timings)
+
+
+def step_clones(envs: Sequence[Any], texts_per_env: Sequence[Sequence[str]]) -> list[list[Any]]:
+    """For each env, one fresh clone per text, stepped with that text (envs are not modified)."""
+    branches = []
+    for env, texts in zip(envs, texts_per_env):
+        row = []
+        for text in texts:
+            branch = env.clone()
+            branch.step(text)
+            row.append(branch)
+        branches.append(row)
+    return branches
 
 
 def play_episodes(envs: Sequence[Any], *, backends, tokenizers, policy_of_role, max_new_tokens: int,

@@ -63,13 +63,8 @@ def save_checkpoint(run: "MASTrainer") -> Path:
         shutil.rmtree(tmp)
     (tmp / "policies").mkdir(parents=True)
     for policy in run.policies:
-        trainer = run.trainer_of(policy)
-        folder = tmp / "policies" / policy
-        trainer.model.save_pretrained(folder / "model")
-        trainer.processing_class.save_pretrained(folder / "model")
-        torch.save(trainer.optimizer.state_dict(), folder / "optimizer.pt")
-        torch.save(trainer.lr_scheduler.state_dict(), folder / "scheduler.pt")
-        trainer.state.save_to_json(str(folder / "trainer_state.json"))
+        # The update worker writes its own policy (with the Ray backend it lives in another process).
+        run.update_workers[policy].save_state(tmp / "policies" / policy)
     torch.save(_rng_state(), tmp / "rng.pt")
     state = {
         "global_step": run.global_step,
@@ -89,9 +84,6 @@ def save_checkpoint(run: "MASTrainer") -> Path:
 
 def load_checkpoint(run: "MASTrainer", path: str | os.PathLike) -> None:
     """Restore weights, optimizer, scheduler, trainer state, RNG and step of ``run`` from ``path``."""
-    from transformers import AutoModelForCausalLM
-    from transformers.trainer_callback import TrainerState
-
     path = Path(path)
     state = json.loads((path / "run_state.json").read_text())
     if sorted(state["policies"]) != sorted(run.policies):
@@ -100,18 +92,37 @@ def load_checkpoint(run: "MASTrainer", path: str | os.PathLike) -> None:
             "(was it saved with another policy_mode?)"
         )
     for policy in run.policies:
-        trainer = run.trainer_of(policy)
-        folder = path / "policies" / policy
-        saved = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=trainer.model.dtype)
-        # Copy into the live model: the optimizer and the rollout backend keep pointing at its tensors.
-        trainer.model.load_state_dict(saved.state_dict())
-        del saved
-        device = trainer.model.device
-        trainer.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=False))
-        trainer.lr_scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
-        trainer.state = TrainerState.load_from_json(str(folder / "trainer_state.json"))
+        run.update_workers[policy].load_state(path / "policies" / policy)
+    for worker in run.rollout_workers.values():
+        worker.sync_weights()  # a no-op in-process; a separate rollout copy (Ray) pulls the loaded weights
     _set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     run.global_step = int(state["global_step"])
+
+
+def save_policy_state(trainer: Any, folder: str | os.PathLike) -> None:
+    """One policy's part of a checkpoint: ``model/`` (weights + tokenizer), optimizer, scheduler, trainer state."""
+    folder = Path(folder)
+    trainer.model.save_pretrained(folder / "model")
+    trainer.processing_class.save_pretrained(folder / "model")
+    torch.save(trainer.optimizer.state_dict(), folder / "optimizer.pt")
+    torch.save(trainer.lr_scheduler.state_dict(), folder / "scheduler.pt")
+    trainer.state.save_to_json(str(folder / "trainer_state.json"))
+
+
+def load_policy_state(trainer: Any, folder: str | os.PathLike) -> None:
+    """Restore what :func:`save_policy_state` wrote into a live trainer."""
+    from transformers import AutoModelForCausalLM
+    from transformers.trainer_callback import TrainerState
+
+    folder = Path(folder)
+    saved = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=trainer.model.dtype)
+    # Copy into the live model: the optimizer and the rollout backend keep pointing at its tensors.
+    trainer.model.load_state_dict(saved.state_dict())
+    del saved
+    device = trainer.model.device
+    trainer.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=False))
+    trainer.lr_scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
+    trainer.state = TrainerState.load_from_json(str(folder / "trainer_state.json"))
 
 
 def load_policies(run_dir: str | os.PathLike, step: int | None = None, device: str = "cpu"):

@@ -22,6 +22,7 @@ from mas_trainer.env_presets import ENV_DEFAULTS
 POLICY_MODES = ("shared", "specialized", "lora")
 GROUPINGS = ("at_grpo", "trajectory")
 WORKFLOWS = ("mas", "single")
+BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -69,6 +70,22 @@ class ATGRPOConfig(GRPOConfig):
             How rollout workers sample: ``"prefix_shared"`` prefills each distinct prompt once for its K
             branches (:mod:`mas_trainer.prefix_sharing`), ``"hf"`` uses ``transformers`` ``generate``
             (K prefills per prompt), ``"auto"`` the first when that module is present.
+        > Where it runs
+
+        backend (`str`, defaults to `"local"`):
+            ``"local"``: every worker in this process. ``"ray"``: one Ray actor per policy for generation
+            and one for updates, plus a pool of env actors (:mod:`mas_trainer.ray_backend`, docs/RAY.md);
+            needs ``pip install 'stronger-mas[ray]'``.
+        ray_address (`str`, *optional*):
+            Ray cluster to join (e.g. ``"auto"`` or ``"ray://head:10001"``); default: start a local
+            cluster bound to 127.0.0.1.
+        ray_env_workers (`int`, defaults to `2`):
+            Env actors that step the branches of each rollout.
+        ray_resources (`dict` or JSON `str`, *optional*):
+            Resources per actor kind, e.g. ``{"rollout": {"num_gpus": 0.5}, "update": {"num_gpus": 0.5},
+            "env": {"num_cpus": 1}}``; kinds left out keep their default (GPU cluster: half a GPU each for a
+            policy's rollout and update actor, which share one GPU; CPU cluster: one CPU per actor).
+
         rollout_seed (`int`, *optional*):
             Seed of the env tasks and sampling; defaults to ``seed``. Step ``s`` resets its envs with seeds
             ``rollout_seed + s * envs_per_step + i``.
@@ -100,6 +117,15 @@ class ATGRPOConfig(GRPOConfig):
     )
     skip_zero_variance_groups: bool = field(
         default=True, metadata={"help": "Leave all-equal-reward groups out of the update (zero advantage)."}
+    )
+    backend: str = field(default="local", metadata={"help": "local (one process) | ray (actors per policy, env actors)."})
+    ray_address: str | None = field(
+        default=None, metadata={"help": "Ray cluster address to join (default: start a local cluster on 127.0.0.1)."}
+    )
+    ray_env_workers: int = field(default=2, metadata={"help": "Ray backend: env actors stepping rollout branches."})
+    ray_resources: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": 'Ray backend: resources per actor kind as JSON, e.g. {"update": {"num_gpus": 1}}.'},
     )
     rollout_seed: int | None = field(default=None, metadata={"help": "Seed of env tasks and sampling (default: seed)."})
     rollout_backend: str = field(
@@ -179,6 +205,14 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if float(self.learning_rate) <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if int(self.ray_env_workers) < 1:
+            raise ValueError(f"ray_env_workers must be a positive integer, got {self.ray_env_workers!r}")
+        if self.backend == "ray":
+            from mas_trainer.ray_backend.resources import parse_ray_resources
+
+            self.ray_resources = parse_ray_resources(self.ray_resources)
         self.env_kwargs = _parse_env_kwargs(self.env_kwargs)
         reserved = {"workflow", "alpha", "max_turns", "split"} & set(self.env_kwargs)
         if reserved:

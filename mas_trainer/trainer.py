@@ -50,7 +50,7 @@ from trl.trainer.utils import pad
 
 from mas_trainer.config import ATGRPOConfig
 from mas_trainer.samples import Sample
-from mas_trainer.workers import EnvPool, RolloutWorker, Router, UpdateWorker
+from mas_trainer.workers import EnvPool, RolloutWorker, Router, UpdateWorker, update_all
 
 
 def env_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
@@ -364,8 +364,15 @@ class MASTrainer:
             self.policies = ["shared"]
         self.rollout_workers: dict[str, RolloutWorker] = {}
         self.update_workers: dict[str, UpdateWorker] = {}
+        self.step_branches = None  # None: branches are stepped in this process (atgrpo.step_clones)
+        if config.backend == "ray":  # per-policy Ray actors take the place of the in-process workers below
+            from mas_trainer.ray_backend import start_ray_workers
+
+            self.rollout_workers, self.update_workers, self.step_branches = start_ray_workers(
+                config, self.policies, self.run_dir, models
+            )
         device = "cuda" if torch.cuda.is_available() and not config.use_cpu else "cpu"
-        for policy in self.policies:
+        for policy in self.policies if config.backend == "local" else ():
             if models is not None:
                 model, tokenizer = models[policy]
             else:
@@ -416,6 +423,7 @@ class MASTrainer:
             return_logprobs=False,
             episode_ids=episode_ids,
             seed=cfg.effective_rollout_seed * 1_000_003 + step,
+            **({"step_branches": self.step_branches} if rollout_fn is tree_rollout else {}),
         )
         rollout.stats.update(assign_advantages(rollout.samples, scale_rewards=cfg.scale_rewards))
         return rollout
@@ -431,7 +439,7 @@ class MASTrainer:
             "env/zero_variance_share": rollout.stats["zero_variance_share"],
         }
         update_start = time.perf_counter()
-        per_policy = {p: self.update_workers[p].update(routed[p], extra_logs=rollout_logs) for p in self.policies}
+        per_policy = update_all(self.update_workers, routed, extra_logs=rollout_logs)
         update_seconds = time.perf_counter() - update_start
         for worker in self.rollout_workers.values():
             worker.sync_weights()
@@ -496,9 +504,8 @@ class MASTrainer:
                     checkpoint.save_checkpoint(self)
         finally:
             bar.close()
-        for policy in self.policies:
-            trainer = self.trainer_of(policy)
-            trainer.control = trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
+        for worker in self.update_workers.values():
+            worker.end_training()
         plot_learning_curve(self.metrics_path, self.run_dir / "learning_curve.png")
         return records
 
