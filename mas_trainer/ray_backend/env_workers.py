@@ -77,7 +77,7 @@ class RayBranchStepper:
 
         Requests no actor could take come back as ``None``."""
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import GetTimeoutError, OutOfMemoryError, RayActorError
 
         results: list[list[dict[str, Any]] | None] = [None] * len(requests)
         pending = list(range(len(requests)))
@@ -92,7 +92,7 @@ class RayBranchStepper:
             for actor, share, ref in submitted:
                 try:
                     children = ray.get(ref, timeout=self.timeout_s)
-                except (RayActorError, GetTimeoutError) as err:
+                except (RayActorError, OutOfMemoryError, GetTimeoutError) as err:
                     self._drop(actor, err)
                     pending.extend(share)
                     continue

@@ -187,17 +187,18 @@ class RayRolloutWorker:
 def get_or_explain(ref: Any, who: str, doing: str, run_dir: Path) -> Any:
     """``ray.get(ref)``; a dead actor becomes a :class:`WorkerDiedError` that says how to resume."""
     import ray
-    from ray.exceptions import RayActorError
+    from ray.exceptions import OutOfMemoryError, RayActorError
 
     from mas_trainer.checkpoint import latest_checkpoint
 
     try:
         return ray.get(ref)
-    except RayActorError as err:
+    except (RayActorError, OutOfMemoryError) as err:  # Ray's memory monitor kills workers on a full node
         latest = latest_checkpoint(run_dir)
         where = f"the latest checkpoint is {latest}" if latest else f"there is no checkpoint in {run_dir} yet"
+        cause = (str(err).strip().splitlines() or [""])[0][:300]
         raise WorkerDiedError(
-            f"the Ray {who} died while trying to {doing} ({type(err).__name__}). Its model and optimizer "
-            f"state since the last checkpoint are lost, so the run stops; {where}. Continue with "
+            f"the Ray {who} died while trying to {doing} ({type(err).__name__}: {cause}). The policy's training "
+            f"state since the last checkpoint is lost, so the run stops; {where}. Continue with "
             f"`mas-train --resume --output {run_dir} ...` (or MASTrainer(config).train(resume=True))."
         ) from err
