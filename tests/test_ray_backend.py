@@ -27,6 +27,9 @@ except ImportError:
     pytest.skip(f"Ray is not installed ({INSTALL_HINT})", allow_module_level=True)
 
 POLICIES = ("tool", "planner")
+# The tests on a cluster start two runs of 4 policy actors (each imports torch, transformers and TRL): about two
+# minutes on an idle 2-core machine, several when it is busy.
+needs_cluster = pytest.mark.slow
 # 2 policies x (rollout 0.25 + update 0.5) + 2 env actors x 0.25 = the cluster's 2 CPUs.
 RESOURCES = {"rollout": {"num_cpus": 0.25}, "update": {"num_cpus": 0.5}, "env": {"num_cpus": 0.25}}
 
@@ -159,6 +162,7 @@ def _group_view(rollout):
     return [(s.group, s.prompt_ids, s.completion_ids, s.reward, s.policy) for s in rollout.samples]
 
 
+@needs_cluster
 def test_ray_rollout_gives_the_same_groups_as_local(runs):
     local, ray_ = runs["local_rollouts"][0], runs["ray_rollouts"][0]
     assert len(local.samples) == 2 * 4 * 2 * 2  # envs x K x turns x roles (no episode ends early here)
@@ -168,6 +172,7 @@ def test_ray_rollout_gives_the_same_groups_as_local(runs):
     assert any(s.advantage != 0 for s in local.samples), "the taught model's groups should carry a signal"
 
 
+@needs_cluster
 def test_ray_step_gives_the_same_loss_as_local(runs):
     for local, remote in zip(runs["local_records"][:2], runs["ray_records"]):
         for policy in POLICIES:
@@ -177,6 +182,7 @@ def test_ray_step_gives_the_same_loss_as_local(runs):
     assert any(runs["local_records"][0][f"grad_norm/{p}"] > 0 for p in POLICIES)
 
 
+@needs_cluster
 def test_specialized_policies_update_concurrently_in_their_own_actors(runs):
     updates = runs["updates"]
     assert set(updates) == set(POLICIES)
@@ -193,6 +199,7 @@ def test_specialized_policies_update_concurrently_in_their_own_actors(runs):
 # ------------------------------------------------------------------ faults
 
 
+@needs_cluster
 def test_killed_env_actor_mid_rollout_is_retried_and_the_step_completes(runs):
     stepper = runs["stepper"]
     assert stepper.failures == 1 and len(stepper.actors) == 1
@@ -202,6 +209,7 @@ def test_killed_env_actor_mid_rollout_is_retried_and_the_step_completes(runs):
     assert runs["ray_records"][1]["step"] == 2
 
 
+@needs_cluster
 def test_dead_update_worker_stops_the_run_and_resume_continues(runs, ray_cluster, taught_model_dir):  # noqa: F811
     from mas_trainer.ray_backend import WorkerDiedError
     from mas_trainer.trainer import MASTrainer
