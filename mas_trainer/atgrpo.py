@@ -118,6 +118,7 @@ def tree_rollout(
     seed: int | None = None,
     max_steps: int | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    step_branches: Callable[[list[Any], list[list[str]]], list[list[Any]]] | None = None,
 ) -> Rollout:
     """Play every env to the end with tree sampling; return all K candidates of every branching point.
 
@@ -126,11 +127,13 @@ def tree_rollout(
     ``max_steps`` caps the agent steps of one episode (default: ``max_turns`` x number of roles);
     an episode still live at the cap raises ``RuntimeError``. ``on_step(finished, total)``, if given,
     is called before every batched step with the number of finished episodes (for progress bars).
+    ``step_branches(envs, texts_per_env)`` returns, for each env, one stepped clone per text; the
+    default does it in this process (:func:`step_clones`); the Ray backend steps them on env workers.
     """
     return tree_advance(
         start_episodes(envs, episode_ids, max_steps), backends=backends, tokenizers=tokenizers,
         policy_of_role=policy_of_role, k=k, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-        return_logprobs=return_logprobs, seed=seed, on_step=on_step,
+        return_logprobs=return_logprobs, seed=seed, on_step=on_step, step_branches=step_branches,
     )
 
 
@@ -148,6 +151,7 @@ def tree_advance(
     seed: int | None = None,
     rounds: int | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    step_branches: Callable[[list[Any], list[list[str]]], list[list[Any]]] | None = None,
 ) -> Rollout:
     """Advance live episodes with tree sampling, by ``rounds`` batched agent steps (``None``: to the end).
 
@@ -165,6 +169,7 @@ def tree_advance(
     gen_kwargs = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                       return_logprobs=return_logprobs)
     episodes = list(episodes)
+    step_branches = step_branches or step_clones
     samples: list[Sample] = []
     chosen_rewards: list[float] = []
     best_rewards: list[float] = []
@@ -190,19 +195,17 @@ def tree_advance(
         call_index += 1
 
         t0 = time.perf_counter()
-        for ep, (policy, prompt_ids), completions in zip(live, requests, candidates):
+        # Each candidate acts on its own clone and is scored with the acting agent's reward.
+        stepped = step_branches([ep.env for ep in live], [[c.text for c in cs] for cs in candidates])
+        for ep, (policy, prompt_ids), completions, clones in zip(live, requests, candidates, stepped):
             env, record = ep.env, ep.record
             agent = env.agent_selection
             turn = _turn_of(env, ep.steps_taken)
             group = (record.episode_id, turn, agent)
 
-            # Each candidate acts on its own clone and is scored with the acting agent's reward.
-            clones, rewards = [], []
-            for j, completion in enumerate(completions):
-                branch = env.clone()
-                branch.step(completion.text)
+            rewards = []
+            for j, (completion, branch) in enumerate(zip(completions, clones)):
                 reward = float(branch.rewards[agent])
-                clones.append(branch)
                 rewards.append(reward)
                 samples.append(Sample(
                     prompt_ids=list(prompt_ids),  # own copy: identical tokens, no shared mutable list
@@ -247,6 +250,19 @@ def tree_advance(
     stats["reward_chosen_mean"] = _mean(chosen_rewards)
     stats["reward_best_mean"] = _mean(best_rewards)
     return Rollout(samples, finished, stats, timings, still_live)
+
+
+def step_clones(envs: Sequence[Any], texts_per_env: Sequence[Sequence[str]]) -> list[list[Any]]:
+    """For each env, one fresh clone per text, stepped with that text (envs are not modified)."""
+    branches = []
+    for env, texts in zip(envs, texts_per_env):
+        row = []
+        for text in texts:
+            branch = env.clone()
+            branch.step(text)
+            row.append(branch)
+        branches.append(row)
+    return branches
 
 
 def play_episodes(envs: Sequence[Any], *, backends, tokenizers, policy_of_role, max_new_tokens: int,

@@ -70,16 +70,13 @@ def save_checkpoint(run: "MASTrainer") -> Path:
         shutil.rmtree(tmp)
     (tmp / "policies").mkdir(parents=True)
     for policy in run.policies:
-        trainer = run.trainer_of(policy)
         folder = tmp / "policies" / policy
         if getattr(run, "peft_model", None) is not None:
             lora.save_adapter(run.peft_model, policy, folder / lora.ADAPTER_DIR)
+            save_optimization_state(run.trainer_of(policy), folder)
         else:
-            trainer.model.save_pretrained(folder / "model")
-            trainer.processing_class.save_pretrained(folder / "model")
-        torch.save(trainer.optimizer.state_dict(), folder / "optimizer.pt")
-        torch.save(trainer.lr_scheduler.state_dict(), folder / "scheduler.pt")
-        trainer.state.save_to_json(str(folder / "trainer_state.json"))
+            # The update worker writes its own policy (with the Ray backend it lives in another process).
+            run.update_workers[policy].save_state(folder)
     torch.save(_rng_state(), tmp / "rng.pt")
     state = {
         "global_step": run.global_step,
@@ -100,9 +97,6 @@ def save_checkpoint(run: "MASTrainer") -> Path:
 
 def load_checkpoint(run: "MASTrainer", path: str | os.PathLike) -> None:
     """Restore weights, optimizer, scheduler, trainer state, RNG and step of ``run`` from ``path``."""
-    from transformers import AutoModelForCausalLM
-    from transformers.trainer_callback import TrainerState
-
     path = Path(path)
     state = json.loads((path / "run_state.json").read_text())
     if sorted(state["policies"]) != sorted(run.policies):
@@ -115,23 +109,57 @@ def load_checkpoint(run: "MASTrainer", path: str | os.PathLike) -> None:
 
         lora.check_base(run.peft_model, run.run_dir)
     for policy in run.policies:
-        trainer = run.trainer_of(policy)
         folder = path / "policies" / policy
         if getattr(run, "peft_model", None) is not None:
             lora.load_adapter_into(run.peft_model, policy, folder / lora.ADAPTER_DIR)
+            load_optimization_state(run.trainer_of(policy), folder)
         else:
-            saved = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=trainer.model.dtype)
-            # Copy into the live model: the optimizer and the rollout backend keep pointing at its tensors.
-            trainer.model.load_state_dict(saved.state_dict())
-            del saved
-        device = trainer.model.device
-        trainer.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=False))
-        trainer.lr_scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
-        trainer.state = TrainerState.load_from_json(str(folder / "trainer_state.json"))
+            run.update_workers[policy].load_state(folder)
+    for worker in run.rollout_workers.values():
+        worker.sync_weights()  # a no-op in-process; a separate rollout copy (Ray) pulls the loaded weights
     _set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     run.global_step = int(state["global_step"])
     # Turn-level steps: episodes in progress at save time are not stored; new ones start after them.
     run.episodes_started = int(state.get("episodes_started", 0))
+
+
+def save_policy_state(trainer: Any, folder: str | os.PathLike) -> None:
+    """One policy's part of a checkpoint: ``model/`` (weights + tokenizer), optimizer, scheduler, trainer state."""
+    folder = Path(folder)
+    trainer.model.save_pretrained(folder / "model")
+    trainer.processing_class.save_pretrained(folder / "model")
+    save_optimization_state(trainer, folder)
+
+
+def save_optimization_state(trainer: Any, folder: str | os.PathLike) -> None:
+    """Optimizer, scheduler and trainer state of one policy (every policy mode)."""
+    folder = Path(folder)
+    torch.save(trainer.optimizer.state_dict(), folder / "optimizer.pt")
+    torch.save(trainer.lr_scheduler.state_dict(), folder / "scheduler.pt")
+    trainer.state.save_to_json(str(folder / "trainer_state.json"))
+
+
+def load_policy_state(trainer: Any, folder: str | os.PathLike) -> None:
+    """Restore what :func:`save_policy_state` wrote into a live trainer."""
+    from transformers import AutoModelForCausalLM
+
+    folder = Path(folder)
+    saved = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=trainer.model.dtype)
+    # Copy into the live model: the optimizer and the rollout backend keep pointing at its tensors.
+    trainer.model.load_state_dict(saved.state_dict())
+    del saved
+    load_optimization_state(trainer, folder)
+
+
+def load_optimization_state(trainer: Any, folder: str | os.PathLike) -> None:
+    """Restore what :func:`save_optimization_state` wrote."""
+    from transformers.trainer_callback import TrainerState
+
+    folder = Path(folder)
+    device = trainer.model.device
+    trainer.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=device, weights_only=False))
+    trainer.lr_scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
+    trainer.state = TrainerState.load_from_json(str(folder / "trainer_state.json"))
 
 
 def load_policies(run_dir: str | os.PathLike, step: int | None = None, device: str = "cpu"):

@@ -7,6 +7,7 @@ Examples::
     mas-train --env plan_path --policy lora --lora_r 16 --output runs/pp-lora
     mas-train --env plan_path --output runs/pp-spec --resume          # continue a killed run
     mas-train --env sokoban --policy specialized --learning_rate 5e-6 --num_generations 4
+    mas-train --env plan_path --policy specialized --backend ray       # Ray actors (docs/RAY.md)
 
 Every field of :class:`mas_trainer.config.ATGRPOConfig` (hence of ``trl.GRPOConfig``) can be given
 as ``--field value`` (``mas-train --help-all`` lists them). The defaults run on a 2-core CPU: the
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None, help="model preset, local folder or HF id (default: smollm2-135m)")
     parser.add_argument("--workflow", default=None, help="mas | single (default: mas)")
     parser.add_argument("--grouping", default=None, help="at_grpo | trajectory (baseline)")
+    parser.add_argument("--backend", default=None, help="local (one process, default) | ray (actors per policy)")
+    parser.add_argument("--ray-address", default=None, help="Ray cluster to join (default: start a local one)")
     parser.add_argument("--steps", type=int, default=None, help="training steps (= max_steps)")
     parser.add_argument("--output", default=None, help="run folder (default: runs/<env>-<policy>-<workflow>)")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
@@ -79,6 +82,8 @@ def parse_config(argv: list[str] | None):
         raise UsageError(f"unknown policy mode {policy!r}; choose shared, specialized or lora")
     if options.workflow is not None and options.workflow not in ("mas", "single"):
         raise UsageError(f"unknown workflow {options.workflow!r}; choose mas or single")
+    if options.backend is not None and options.backend not in ("local", "ray"):
+        raise UsageError(f"unknown backend {options.backend!r}; choose local or ray")
     if options.steps is not None and options.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {options.steps}")
 
@@ -92,7 +97,8 @@ def parse_config(argv: list[str] | None):
     given = {k: v for k, v in vars(namespace).items() if f"--{k}" in rest or any(a.startswith(f"--{k}=") for a in rest)}
     overrides = {"env": env, "policy_mode": policy}
     for field, value in (("model", options.model), ("workflow", options.workflow), ("grouping", options.grouping),
-                         ("max_steps", options.steps)):
+                         ("max_steps", options.steps), ("backend", options.backend),
+                         ("ray_address", options.ray_address)):
         if value is not None:
             overrides[field] = value
     given.update(overrides)
@@ -125,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # this project's machines reach no model hub
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from mas_trainer.ray_backend.policy_workers import WorkerDiedError  # light: Ray itself is imported lazily
+
     try:
         config, options = parse_config(argv)
         from transformers.utils import logging as hf_logging
@@ -135,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             run = MASTrainer(config)
-        except (ValueError, FileNotFoundError, OSError) as err:
+        except (ValueError, FileNotFoundError, OSError, ImportError) as err:
             raise UsageError(str(err).strip().splitlines()[0]) from None
     except UsageError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
@@ -146,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted at step {run.global_step}; continue with --resume", file=sys.stderr)
         return 130
+    except WorkerDiedError as err:  # backend=ray: a policy actor died; the message says how to resume
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
     if records:
         last = records[-1]
         print(

@@ -22,6 +22,7 @@ from mas_trainer.env_presets import ENV_DEFAULTS
 POLICY_MODES = ("shared", "specialized", "lora")
 GROUPINGS = ("at_grpo", "trajectory")
 WORKFLOWS = ("mas", "single")
+BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -89,6 +90,22 @@ class ATGRPOConfig(GRPOConfig):
             (K prefills per prompt), ``"auto"`` the first when that module is present, ``"vllm"`` an
             in-process vLLM engine per policy (:mod:`mas_trainer.vllm_backend`; needs vLLM, see docs/VLLM.md;
             engine settings from ``vllm_gpu_memory_utilization`` and ``vllm_max_model_length``).
+        > Where it runs
+
+        backend (`str`, defaults to `"local"`):
+            ``"local"``: every worker in this process. ``"ray"``: one Ray actor per policy for generation
+            and one for updates, plus a pool of env actors (:mod:`mas_trainer.ray_backend`, docs/RAY.md);
+            needs ``pip install 'stronger-mas[ray]'``.
+        ray_address (`str`, *optional*):
+            Ray cluster to join (e.g. ``"auto"`` or ``"ray://head:10001"``); default: start a local
+            cluster bound to 127.0.0.1.
+        ray_env_workers (`int`, defaults to `2`):
+            Env actors that step the branches of each rollout.
+        ray_resources (`dict` or JSON `str`, *optional*):
+            Resources per actor kind, e.g. ``{"rollout": {"num_gpus": 0.5}, "update": {"num_gpus": 0.5},
+            "env": {"num_cpus": 1}}``; kinds left out keep their default (GPU cluster: half a GPU each for a
+            policy's rollout and update actor, which share one GPU; CPU cluster: one CPU per actor).
+
         rollout_seed (`int`, *optional*):
             Seed of the env tasks and sampling; defaults to ``seed``. Step ``s`` resets its envs with seeds
             ``rollout_seed + s * envs_per_step + i``.
@@ -133,6 +150,15 @@ class ATGRPOConfig(GRPOConfig):
     )
     skip_zero_variance_groups: bool = field(
         default=True, metadata={"help": "Leave all-equal-reward groups out of the update (zero advantage)."}
+    )
+    backend: str = field(default="local", metadata={"help": "local (one process) | ray (actors per policy, env actors)."})
+    ray_address: str | None = field(
+        default=None, metadata={"help": "Ray cluster address to join (default: start a local cluster on 127.0.0.1)."}
+    )
+    ray_env_workers: int = field(default=2, metadata={"help": "Ray backend: env actors stepping rollout branches."})
+    ray_resources: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": 'Ray backend: resources per actor kind as JSON, e.g. {"update": {"num_gpus": 1}}.'},
     )
     rollout_seed: int | None = field(default=None, metadata={"help": "Seed of env tasks and sampling (default: seed)."})
     rollout_backend: str = field(
@@ -186,6 +212,9 @@ class ATGRPOConfig(GRPOConfig):
         if self.policy_mode not in POLICY_MODES:
             raise ValueError(f"unknown policy_mode {self.policy_mode!r}; choose one of {', '.join(POLICY_MODES)}")
         self._validate_lora_fields()
+        if self.policy_mode == "lora" and self.backend != "local":
+            raise ValueError("policy_mode='lora' runs on the local backend only (its adapters share one base "
+                             "model in one process); use backend='local' or policy_mode='specialized'")
         if self.rollout_backend not in ("auto", "prefix_shared", "hf", "vllm"):
             raise ValueError(f"unknown rollout_backend {self.rollout_backend!r}; choose auto, prefix_shared, hf or vllm")
         if self.rollout_backend == "vllm":
@@ -226,6 +255,14 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if float(self.learning_rate) <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if int(self.ray_env_workers) < 1:
+            raise ValueError(f"ray_env_workers must be a positive integer, got {self.ray_env_workers!r}")
+        if self.backend == "ray":
+            from mas_trainer.ray_backend.resources import parse_ray_resources
+
+            self.ray_resources = parse_ray_resources(self.ray_resources)
         self.env_kwargs = _parse_env_kwargs(self.env_kwargs)
         reserved = {"workflow", "alpha", "max_turns", "split"} & set(self.env_kwargs)
         if reserved:

@@ -51,7 +51,7 @@ from trl.trainer.utils import pad
 from mas_trainer.config import ATGRPOConfig
 from mas_trainer.samples import Sample
 from mas_trainer.vllm_backend import engine_options_from_config
-from mas_trainer.workers import EnvPool, RolloutWorker, Router, UpdateWorker
+from mas_trainer.workers import EnvPool, RolloutWorker, Router, UpdateWorker, update_all
 
 
 def env_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
@@ -345,6 +345,13 @@ class MASTrainer:
             self.policies = ["shared"]
         self.rollout_workers: dict[str, RolloutWorker] = {}
         self.update_workers: dict[str, UpdateWorker] = {}
+        self.step_branches = None  # None: branches are stepped in this process (atgrpo.step_clones)
+        if config.backend == "ray":  # per-policy Ray actors take the place of the in-process workers below
+            from mas_trainer.ray_backend import start_ray_workers
+
+            self.rollout_workers, self.update_workers, self.step_branches = start_ray_workers(
+                config, self.policies, self.run_dir, models
+            )
         device = "cuda" if torch.cuda.is_available() and not config.use_cpu else "cpu"
         self.peft_model = None  # lora mode: the PeftModel holding the base and every adapter
         if config.policy_mode == "lora":
@@ -356,7 +363,8 @@ class MASTrainer:
             self.update_workers, self.rollout_workers, self.peft_model = build_lora_workers(
                 config, self.policies, base, self.run_dir
             )
-        own_model_policies = [] if config.policy_mode == "lora" else self.policies  # lora: built above
+        # lora builds its workers above; the Ray backend's actors replace the in-process workers
+        own_model_policies = [] if config.policy_mode == "lora" or config.backend != "local" else self.policies
         for policy in own_model_policies:
             if models is not None:
                 model, tokenizer = models[policy]
@@ -410,12 +418,15 @@ class MASTrainer:
             return_logprobs=False,
             seed=cfg.effective_rollout_seed * 1_000_003 + step,
         )
+        tree = dict(sampling, step_branches=self.step_branches)  # where branches are stepped (Ray: env actors)
         if cfg.turns_per_step is not None:
-            rollout = self._advance_live_episodes(sampling)
+            rollout = self._advance_live_episodes(tree)
+        elif cfg.grouping == "at_grpo":
+            envs, episode_ids = self.env_pool.reset_for_step(step)
+            rollout = tree_rollout(envs, episode_ids=episode_ids, **tree)
         else:
             envs, episode_ids = self.env_pool.reset_for_step(step)
-            rollout_fn = tree_rollout if cfg.grouping == "at_grpo" else trajectory_rollout
-            rollout = rollout_fn(envs, episode_ids=episode_ids, **sampling)
+            rollout = trajectory_rollout(envs, episode_ids=episode_ids, **sampling)
         rollout.stats.update(assign_advantages(rollout.samples, scale_rewards=cfg.scale_rewards))
         return rollout
 
@@ -450,7 +461,7 @@ class MASTrainer:
             "env/zero_variance_share": rollout.stats["zero_variance_share"],
         }
         update_start = time.perf_counter()
-        per_policy = {p: self.update_workers[p].update(routed[p], extra_logs=rollout_logs) for p in self.policies}
+        per_policy = update_all(self.update_workers, routed, extra_logs=rollout_logs)
         update_seconds = time.perf_counter() - update_start
         for worker in self.rollout_workers.values():
             worker.sync_weights()
@@ -518,9 +529,8 @@ class MASTrainer:
                     checkpoint.save_checkpoint(self)
         finally:
             bar.close()
-        for policy in self.policies:
-            trainer = self.trainer_of(policy)
-            trainer.control = trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
+        for worker in self.update_workers.values():
+            worker.end_training()
         plot_learning_curve(self.metrics_path, self.run_dir / "learning_curve.png")
         return records
 

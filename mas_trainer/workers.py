@@ -125,6 +125,36 @@ class UpdateWorker:
         metrics["update_seconds"] = time.perf_counter() - start
         return metrics
 
+    def start_update(self, samples: list[Sample], extra_logs: dict[str, float] | None = None):
+        """Begin :meth:`update`; returns a no-argument callable giving its metrics. In-process the update
+        runs right here; remote workers (Ray) return at once, so several policies update concurrently."""
+        metrics = self.update(samples, extra_logs)
+        return lambda: metrics
+
+    def save_state(self, folder) -> None:
+        """Write this policy's weights, optimizer, scheduler and trainer state to ``folder``."""
+        from mas_trainer.checkpoint import save_policy_state
+
+        save_policy_state(self.trainer, folder)
+
+    def load_state(self, folder) -> None:
+        """Restore what :meth:`save_state` wrote."""
+        from mas_trainer.checkpoint import load_policy_state
+
+        load_policy_state(self.trainer, folder)
+
+    def end_training(self) -> None:
+        """Tell TRL's callbacks (TensorBoard etc.) that the run is over."""
+        trainer = self.trainer
+        trainer.control = trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
+
+
+def update_all(update_workers: dict[str, "UpdateWorker"], routed: dict[str, list[Sample]],
+               extra_logs: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """One update per policy on its routed samples; every update is started before any is awaited."""
+    started = {policy: worker.start_update(routed[policy], extra_logs) for policy, worker in update_workers.items()}
+    return {policy: result() for policy, result in started.items()}
+
 
 class Router:
     """Sends every sample to the update worker of the policy that produced it."""
