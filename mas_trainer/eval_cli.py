@@ -59,8 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=METHODS, default=None, help="method label (default: inferred)")
     p.add_argument("--swap-roles", action="store_true", help="swap the two roles' policies (specialized runs)")
     p.add_argument("--checkpoint-step", type=int, default=None, help="which checkpoint of a run (default: latest)")
-    p.add_argument("--backend", choices=("hf", "prefix_shared", "vllm"), default="hf",
-                   help="generation backend (default: hf; vllm needs vLLM installed, see docs/VLLM.md)")
+    p.add_argument("--backend", choices=("auto", "hf", "prefix_shared", "vllm"), default="auto",
+                   help="generation backend (default auto: prefix_shared where the architecture allows, else hf; "
+                        "vllm needs vLLM installed, see docs/VLLM.md)")
     p.add_argument("--label", default=None, help="free text stored in provenance.label")
     p.add_argument("--out", default=None, help="results file (default: results/<env>-<method>-seed<S>.json)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")

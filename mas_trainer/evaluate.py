@@ -69,7 +69,9 @@ class EvalRequest:
     checkpoint_step: int | None = None
     label: str | None = None
     command: str = ""
-    backend: str = "hf"  # generation backend: hf | prefix_shared | vllm (mas_trainer.workers.make_backend)
+    # generation backend (mas_trainer.workers.make_backend): auto = prefix_shared (common prompt prefix
+    # encoded once, same greedy tokens as hf in the equivalence tests) where the architecture allows, else hf
+    backend: str = "auto"
 
 
 @dataclass
@@ -267,7 +269,7 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
 
 
 def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, samples: int, temperature: float,
-         top_p: float, max_new_tokens: int, seed: int, progress: bool = False, backend: str = "hf"):
+         top_p: float, max_new_tokens: int, seed: int, progress: bool = False, backend: str = "auto"):
     """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``)."""
     from mas_trainer.atgrpo import tree_rollout
     from mas_trainer.workers import make_backend
