@@ -223,7 +223,7 @@ def test_config_rollout_backend_vllm():
 def test_mas_eval_backend_option():
     from mas_trainer.eval_cli import UsageError, parse_request
 
-    assert parse_request(["--env", "plan_path"])[0].backend == "hf"
+    assert parse_request(["--env", "plan_path"])[0].backend == "auto"
     assert parse_request(["--env", "plan_path", "--backend", "prefix_shared"])[0].backend == "prefix_shared"
     with pytest.raises(UsageError, match="--backend"):
         parse_request(["--env", "plan_path", "--backend", "bogus"])
