@@ -300,17 +300,22 @@ class ATGRPOConfig(GRPOConfig):
         return int(self.seed if self.rollout_seed is None else self.rollout_seed)
 
 
-def _parse_env_kwargs(value: Any) -> dict[str, Any]:
+def parse_json_object(value: Any, name: str) -> dict[str, Any]:
+    """A dict field that may also come as a JSON string (from the command line); ``None``/"" -> {}."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"env_kwargs is not valid JSON: {exc}") from None
+            raise ValueError(f"{name} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise ValueError(f"env_kwargs must be a JSON object / dict, got {type(value).__name__}")
+        raise ValueError(f"{name} must be a JSON object / dict, got {type(value).__name__}")
     return dict(value)
+
+
+def _parse_env_kwargs(value: Any) -> dict[str, Any]:
+    return parse_json_object(value, "env_kwargs")
 
 
 def _lcm(a: int, b: int) -> int:

@@ -8,7 +8,6 @@ defaults kind by kind.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 ACTOR_KINDS = ("rollout", "update", "env")
@@ -21,15 +20,9 @@ CPU_DEFAULTS = {"rollout": {"num_cpus": 1}, "update": {"num_cpus": 1}, "env": {"
 
 def parse_ray_resources(value: Any) -> dict[str, dict[str, float]]:
     """``ray_resources`` as a dict ``{kind: {"num_cpus"/"num_gpus": amount}}``; accepts a JSON string."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"ray_resources is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"ray_resources must be a JSON object / dict, got {type(value).__name__}")
+    from mas_trainer.config import parse_json_object
+
+    value = parse_json_object(value, "ray_resources")
     parsed: dict[str, dict[str, float]] = {}
     for kind, request in value.items():
         if kind not in ACTOR_KINDS:
