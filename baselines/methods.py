@@ -253,6 +253,7 @@ def _train_until(run: Any, budget: Budget, progress: bool) -> None:
                 left = max(0.0, deadline - budget.seconds_used())
                 print(f"  step {record['step']}: reward {record['reward_mean']:.3f} success "
                       f"{record['success_rate']:.2f} parse errors {record['parse_error_rate']:.2f} "
+                      f"zero-variance groups {record['zero_variance_share']:.2f} "
                       f"({record['time_step']:.1f} s; {left / 60:.1f} {budget.clock} min left)",
                       file=sys.stderr, flush=True)
             if run.config.save_steps and run.global_step % int(run.config.save_steps) == 0:
