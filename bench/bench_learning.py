@@ -47,6 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {METHODS}")
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--train-args", default=None, help="JSON object of extra ATGRPOConfig fields")
+    p.add_argument("--env-kwargs", default=None, help="JSON object of extra Plan-Path make_env arguments")
     p.add_argument("--out-dir", default="runs/bench_learning")
     p.add_argument("--skip-existing", action="store_true", help="reuse finished results in --out-dir")
     return p.parse_args(argv)
@@ -86,7 +87,8 @@ def main(argv=None) -> int:
     compare_argv = ["--envs", "plan_path", "--methods", ",".join(methods), "--model", args.model,
                     "--minutes", str(args.minutes), "--clock", args.clock, "--episodes", str(args.episodes),
                     "--out-dir", args.out_dir] + (["--skip-existing"] if args.skip_existing else []) + (
-                    ["--train-args", args.train_args] if args.train_args else [])
+                    ["--train-args", args.train_args] if args.train_args else []) + (
+                    ["--env-kwargs", args.env_kwargs] if args.env_kwargs else [])
     cargs = compare.parse_args(compare_argv)
     cells = compare.run_comparison(cargs)
     compare.write_outputs(cells, cargs)

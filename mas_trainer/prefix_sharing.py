@@ -130,34 +130,44 @@ class PrefixSharedBackend:
             )
         import torch
 
-        # Identical prompts (e.g. the first turn of equal tasks) share one prefill.
-        distinct: dict[tuple[int, ...], int] = {}
-        for prompt in prompts:
-            distinct.setdefault(tuple(prompt), len(distinct))
-        unique = [list(p) for p in distinct]
-        if self.prefix_mode == "none":  # K separate copies of each prompt, one branch each
-            work, per_prompt = [p for p in unique for _ in range(n)], 1
-        else:
-            work, per_prompt = unique, n
+        # Identical prompts (the first turn of K trajectories of one task, equal tasks) share one
+        # prefill. When sampling, every copy still gets its own n draws: copies of one draw would make
+        # the K trajectories of trajectory-level GRPO identical, and every group zero-variance.
+        positions: dict[tuple[int, ...], list[int]] = {}
+        for pos, prompt in enumerate(prompts):
+            positions.setdefault(tuple(prompt), []).append(pos)
+        sampling = temperature > 0
+        branches = {key: n * (len(pos) if sampling else 1) for key, pos in positions.items()}
         generator = torch.Generator(device=self.model.device).manual_seed(seed) if seed is not None else None
-        prompts_per_chunk = max(1, self.max_batch_size // per_prompt)
-        rows: list[Completion] = []
-        with _eval_mode(self.model), torch.inference_mode():
-            for start in range(0, len(work), prompts_per_chunk):
-                rows.extend(
-                    self._generate_chunk(
-                        work[start : start + prompts_per_chunk], per_prompt, max_new_tokens,
-                        temperature, top_p, return_logprobs, generator,
+        rows_of: dict[tuple[int, ...], list[Completion]] = {}
+        # One pass per branch count (usually a single pass: every prompt equally often).
+        for count in dict.fromkeys(branches.values()):
+            keys = [key for key in positions if branches[key] == count]
+            if self.prefix_mode == "none":  # separate copies of each prompt, one branch each
+                work, per_prompt = [list(key) for key in keys for _ in range(count)], 1
+            else:
+                work, per_prompt = [list(key) for key in keys], count
+            prompts_per_chunk = max(1, self.max_batch_size // per_prompt)
+            rows: list[Completion] = []
+            with _eval_mode(self.model), torch.inference_mode():
+                for start in range(0, len(work), prompts_per_chunk):
+                    rows.extend(
+                        self._generate_chunk(
+                            work[start : start + prompts_per_chunk], per_prompt, max_new_tokens,
+                            temperature, top_p, return_logprobs, generator,
+                        )
                     )
-                )
-        by_prompt = [rows[i * n : (i + 1) * n] for i in range(len(unique))]
-        # Repeated prompts get copies, so callers may mutate one result without touching another.
-        seen: set[int] = set()
-        out = []
-        for prompt in prompts:
-            index = distinct[tuple(prompt)]
-            out.append(by_prompt[index] if index not in seen else [_copy(c) for c in by_prompt[index]])
-            seen.add(index)
+            for i, key in enumerate(keys):
+                rows_of[key] = rows[i * count : (i + 1) * count]
+
+        out: list[list[Completion]] = [[] for _ in prompts]
+        for key, pos in positions.items():
+            rows = rows_of[key]
+            for j, p in enumerate(pos):
+                if sampling:
+                    out[p] = rows[j * n : (j + 1) * n]
+                else:  # greedy: the same tokens; copies, so callers may mutate one result alone
+                    out[p] = rows if j == 0 else [_copy(c) for c in rows]
         return out
 
     # -----------------------------------------------------------------------------------------

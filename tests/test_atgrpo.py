@@ -24,6 +24,7 @@ from mas_trainer.atgrpo import (
 )
 from mas_trainer.generation import HFBackend, chat_prompt_ids
 from mas_trainer.models import tiny_model_and_tokenizer
+from mas_trainer.prefix_sharing import PrefixSharedBackend
 from mas_trainer.samples import Completion, Sample
 
 K = 4
@@ -366,10 +367,11 @@ def test_greedy_evaluation_is_deterministic(tiny):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_trajectory_rollout_groups_by_task_and_shares_the_return(tiny):
+@pytest.mark.parametrize("sampler", [HFBackend, PrefixSharedBackend])
+def test_trajectory_rollout_groups_by_task_and_shares_the_return(tiny, sampler):
     model, tokenizer = tiny
     envs = relay_envs([5, 6], max_turns=2)
-    backend = RecordingBackend(HFBackend(model, tokenizer))
+    backend = RecordingBackend(sampler(model, tokenizer))
     rollout = trajectory_rollout(envs, backends={"shared": backend}, tokenizers={"shared": tokenizer},
                                  policy_of_role=lambda r: "shared", k=3, max_new_tokens=3, seed=0)
     assert len(rollout.episodes) == 2 * 3
@@ -386,6 +388,9 @@ def test_trajectory_rollout_groups_by_task_and_shares_the_return(tiny):
         first_prompts = {tuple(s.prompt_ids) for s in members if s.info["turn"] == 0 and s.role == "stepper"}
         assert len(first_prompts) == 1
         assert len({s.info["task_id"] for s in members}) == 1
+        # ... but they are independent draws from it (identical copies would zero every group's variance)
+        first_texts = [s.info["text"] for s in members if s.info["turn"] == 0 and s.role == "stepper"]
+        assert len(set(first_texts)) > 1
     # one generate call (n=1) per env step across all live trajectories
     assert backend.calls == max(len(ep.steps) for ep in rollout.episodes)
 

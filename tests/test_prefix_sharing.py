@@ -109,8 +109,25 @@ def test_seeded_sampling_is_reproducible_and_leaves_the_global_rng_alone(tiny, p
     assert ids(first) != ids(other)
     # Branches of one prompt differ from each other (they are not K copies of one sample).
     assert len({tuple(c.token_ids) for c in first[1]}) > 1
-    # A repeated prompt gets its own (equal, since shared) results, as independent objects.
-    assert ids(first)[0] == ids(first)[3] and first[0][0] is not first[3][0]
+    # A repeated prompt shares the prefill, not the draws: its samples are its own.
+    assert ids(first)[0] != ids(first)[3] and first[0][0] is not first[3][0]
+
+
+@pytest.mark.parametrize("mode", PREFIX_MODES)
+def test_repeated_prompts_get_independent_samples(tiny, prompts, mode):
+    """K trajectories of one task start from one prompt: sampling must not hand them one shared draw."""
+    backend = PrefixSharedBackend(*tiny, prefix_mode=mode)
+    same = [prompts[1]] * 8
+    sampled = backend.generate(same, 1, max_new_tokens=6, temperature=1.0, seed=3)
+    assert len(sampled) == 8 and all(len(c) == 1 for c in sampled)
+    assert len({tuple(c[0].token_ids) for c in sampled}) > 1
+    # Mixed multiplicities: each prompt still gets n completions, in request order.
+    mixed = backend.generate([prompts[0], prompts[2], prompts[0]], 2, max_new_tokens=4, temperature=1.0, seed=3)
+    assert [len(c) for c in mixed] == [2, 2, 2]
+    assert [tuple(c.token_ids) for c in mixed[0]] != [tuple(c.token_ids) for c in mixed[2]]
+    # Greedy: one decode serves every copy, and the copies are separate objects.
+    greedy = backend.generate(same, 1, max_new_tokens=6, temperature=0.0)
+    assert len({tuple(c[0].token_ids) for c in greedy}) == 1 and greedy[0][0] is not greedy[1][0]
 
 
 def test_first_token_distribution_matches_the_model(tiny, prompts):
