@@ -194,6 +194,23 @@ def test_rich_and_bare_prompts():
     assert relative_direction(0, 0, 0, 0) == "here"
 
 
+def test_worked_example_direction_varies_but_is_a_function_of_the_state():
+    # A fixed example direction is what an untrained small model copies (it used to be always "up").
+    env = PlanPathEnv(workflow="single", preset="4x4", split="test")
+    words = set()
+    for index in range(12):
+        env.reset(seed=0, options={"task_index": index})
+        for _ in range(3):
+            example = next(l for l in env.observe("solver")["prompt"].splitlines() if l.startswith("Example"))
+            word = example.rsplit(" ", 1)[-1]
+            assert f"the cell {word} is free" in example
+            words.add(word)
+            twin = env.clone()
+            assert twin.observe("solver")["prompt"] == env.observe("solver")["prompt"]
+            env.step("L")
+    assert words == {"up", "down", "left", "right"}
+
+
 def test_numeric_observation_matches_grid():
     env = env_on(HAND)
     obs = env.observe("solver")["observation"]

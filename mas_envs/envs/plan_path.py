@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ FREE_CODE, WALL_CODE, GOAL_CODE, AGENT_CODE = 0, 1, 2, 3
 class PlanPathEnv(PuzzleEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v0", "is_parallelizable": False}
     env_name = "plan_path"
-    env_version = "0"
+    env_version = "1"  # 1: the worked example's direction varies (was always "up")
 
     def __init__(
         self,
@@ -148,9 +149,17 @@ class PlanPathEnv(PuzzleEnv):
             [
                 f"You are at row {ar}, col {ac}. The goal is at row {gr}, col {gc}: {relative_direction(ar, ac, gr, gc)}.",
                 "Next to you: " + ", ".join(f"{game.MOVE_NAMES[m]} {self._cell_kind(m)}" for m in "UDLR") + ".",
-                "Example: if the goal is 2 rows up and the cell up is free, answer: up",
+                self._worked_example(),
             ]
         )
+
+    def _worked_example(self) -> str:
+        # The example's direction varies with the task and turn: a fixed one ("up") is what an untrained
+        # small model copies, and rewarding parseable answers then trains that one word everywhere.
+        # It is a function of the state (not of an RNG), so clones and replays see the same prompt.
+        word = game.MOVE_NAMES["UDLR"[zlib.crc32(f"{self.task_id}/{self.turn}".encode()) % 4]]
+        axis = "rows" if word in ("up", "down") else "cols"
+        return f"Example: if the goal is 2 {axis} {word} and the cell {word} is free, answer: {word}"
 
     def _cell_kind(self, move: str) -> str:
         dr, dc = game.MOVES[move]
