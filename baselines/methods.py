@@ -42,9 +42,12 @@ CONFIG_ENV_FIELDS = ("max_turns", "alpha")
 # Turn-level groups let a tree-sampled step be ONE turn of 8 live episodes, so the policy is updated
 # after every turn; trajectory groups need whole episodes, so their step plays K full episodes of 2
 # tasks, about the same number of prompts per update as 8 tree-sampled turns.
+# Advantages are scaled by the batch's reward std, not each group's (TRL's scale_rewards="batch"): with the
+# group std, a 0.01 reward gap (a wrong word vs. no word) becomes as large an advantage as a right vs. a wrong
+# move, and a small model learns "answer with one fixed word"; measured in docs/PERFORMANCE.md.
 STEP_PRESETS: dict[str, dict[str, Any]] = {
-    "at_grpo": {"turns_per_step": 1, "envs_per_step": 8},
-    "trajectory": {"envs_per_step": 2},
+    "at_grpo": {"turns_per_step": 1, "envs_per_step": 8, "scale_rewards": "batch"},
+    "trajectory": {"envs_per_step": 2, "scale_rewards": "batch"},
 }
 
 

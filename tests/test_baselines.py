@@ -71,7 +71,7 @@ def test_trained_method_within_a_time_budget(tmp_path):
     data = json.loads(outcome.results_path.read_text())
     assert_valid_results(data)
     assert data["method"] == "single_grpo" and data["provenance"]["run_dir"] == str(outcome.run_dir)
-    assert data["env"]["kwargs"] == {"preset": "4x4", "observation_detail": "rich", "max_turns": 1, "alpha": 1.0}
+    assert data["env"]["kwargs"] == {"preset": "4x4", "observation_detail": "rich", "parse_penalty": -0.12, "max_turns": 1, "alpha": 1.0}
     assert len((outcome.run_dir / "metrics.jsonl").read_text().splitlines()) == 1
 
 
