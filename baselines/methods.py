@@ -42,14 +42,17 @@ CONFIG_ENV_FIELDS = ("max_turns", "alpha")
 # Turn-level groups let a tree-sampled step be ONE turn of 8 live episodes, so the policy is updated
 # after every turn; trajectory groups need whole episodes, so their step plays K full episodes of 2
 # tasks, about the same number of prompts per update as 8 tree-sampled turns.
-# Advantages are scaled by the batch's reward std, not each group's (TRL's scale_rewards="batch"): with the
-# group std, a 0.01 reward gap (a wrong word vs. no word) becomes as large an advantage as a right vs. a wrong
-# move, and a small model learns "answer with one fixed word"; measured in docs/PERFORMANCE.md.
-# A KL penalty to the untrained model (TRL's beta) keeps the small policy from settling on one constant answer:
-# without it a 30-CPU-minute run answered "right" in every state (0%); with beta=0.04, 30% after 25 CPU minutes.
+#
+# The loss settings every grouping shares, so the comparison differs only in grouping (measured in
+# docs/PERFORMANCE.md, "Learning on this CPU"). Advantages are scaled by the batch's reward std, not each
+# group's: with the group std, a 0.01 reward gap (a wrong word vs. no word) becomes as large an advantage as
+# a right vs. a wrong move, and a small model learns "answer with one fixed word". A KL penalty to the
+# untrained model (TRL's beta) keeps it from settling on one constant answer: without it a 30-CPU-minute run
+# answered "right" in every state (0%); with beta=0.04, 30% after 25 CPU minutes.
+SHARED_LOSS_SETTINGS: dict[str, Any] = {"scale_rewards": "batch", "beta": 0.04}
 STEP_PRESETS: dict[str, dict[str, Any]] = {
-    "at_grpo": {"turns_per_step": 1, "envs_per_step": 8, "scale_rewards": "batch", "beta": 0.04},
-    "trajectory": {"envs_per_step": 2, "scale_rewards": "batch", "beta": 0.04},
+    "at_grpo": {"turns_per_step": 1, "envs_per_step": 8, **SHARED_LOSS_SETTINGS},
+    "trajectory": {"envs_per_step": 2, **SHARED_LOSS_SETTINGS},
 }
 
 
