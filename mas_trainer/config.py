@@ -279,9 +279,6 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha!r}")
         if not 0 <= float(self.lora_dropout) < 1:
             raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
-        if self.policy_mode == "lora" and float(self.beta) != 0.0:
-            # The reference would be the base with adapters disabled; not wired into the update yet.
-            raise ValueError("policy_mode='lora' does not support beta > 0 (a KL reference) yet; use beta=0")
 
     def env_make_kwargs(self, split: str = "train") -> dict[str, Any]:
         """Keyword arguments for ``make_env(self.env, ...)`` on ``split``."""

@@ -17,6 +17,7 @@ Who runs what:
   prefix-shared sampler finds its modules there (``model.model.layers`` ...), and ``forward`` keeps
   the base class's signature, which :func:`~mas_trainer.trainer.completion_logits` inspects; the
   ``PeftModel`` wrapper is kept for adapter switching and saving.
+* With ``beta > 0`` the KL reference is the base with every adapter switched off (no second model).
 
 Checkpoints (see :mod:`mas_trainer.checkpoint`): ``policies/<policy>/adapter/`` holds each adapter
 in peft's format (``adapter_config.json`` + ``adapter_model.safetensors``); the frozen base is written
@@ -26,6 +27,7 @@ Evaluation merges each adapter into its own copy of the base (:func:`load_merged
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 from pathlib import Path
@@ -123,8 +125,15 @@ class LoraPolicyTrainer(ATGRPOTrainer):
             # that require grad, which frozen embeddings do not give. TRL adds this hook only for a
             # PeftModel, and it is handed the inner model here. (Non-reentrant, the default, trains without.)
             peft_model.enable_input_require_grads()
-        super().__init__(model=peft_model.get_base_model(), args=args, processing_class=processing_class,
-                         policy_name=adapter, **kwargs)
+        # TRL would load a whole second model as the KL reference, since it is handed the inner model, not
+        # the PeftModel. The reference here is the base itself (adapters disabled: every adapter starts as
+        # the base), so TRL is built with beta=0 and the real beta and arguments are restored after.
+        no_reference_args = copy.copy(args)
+        no_reference_args.beta = 0.0
+        super().__init__(model=peft_model.get_base_model(), args=no_reference_args,
+                         processing_class=processing_class, policy_name=adapter, **kwargs)
+        self.args = args
+        self.beta = float(args.beta)
         owned = {id(p) for group in self.optimizer.param_groups for p in group["params"]}
         expected = {id(p) for p in adapter_parameters(peft_model, adapter).values()}
         if owned != expected:
@@ -140,6 +149,15 @@ class LoraPolicyTrainer(ATGRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         activate(self.peft_model, self.adapter)
         return super()._generate_and_score_completions(inputs)
+
+    def reference_logps(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int):
+        """The KL reference is the frozen base: the same model with every adapter switched off."""
+        with self.peft_model.disable_adapter():
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
+            )
+        activate(self.peft_model, self.adapter)
+        return logps
 
 
 def build_lora_workers(

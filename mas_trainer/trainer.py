@@ -163,12 +163,17 @@ class ATGRPOTrainer(GRPOTrainer):
                         self.model, input_ids, attention_mask, keep, batch_size=len(samples)
                     )
                 if self.beta != 0.0:
-                    if self.ref_model is None:
-                        raise ValueError("beta > 0 needs a reference model, which TRL could not create here")
-                    batch["ref_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
-                        self.ref_model, input_ids, attention_mask, keep, batch_size=len(samples)
-                    )
+                    batch["ref_per_token_logps"] = self.reference_logps(input_ids, attention_mask, keep, len(samples))
         return batch
+
+    def reference_logps(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int):
+        """Per-token log-probs of the completions under the KL reference (TRL's frozen copy of the start model)."""
+        if self.ref_model is None:
+            raise ValueError("beta > 0 needs a reference model, which TRL could not create here")
+        logps, _, _ = self._get_per_token_logps_and_entropies(
+            self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
+        )
+        return logps
 
     # Encode the prompt text common to all groups of a micro-batch once (False: per-group sharing only).
     share_common_prefix = True
@@ -268,6 +273,7 @@ class ATGRPOTrainer(GRPOTrainer):
         total_loss = 0.0
         grad_norm = 0.0
         update_tokens = 0
+        kl_seen = len(self._metrics["train"]["kl"])  # TRL appends one KL mean per micro-batch when beta > 0
         for _ in range(self.num_iterations):
             for chunk in chunks:
                 batch = self.samples_to_batch(chunk, num_items_in_batch=num_items)
@@ -280,11 +286,10 @@ class ATGRPOTrainer(GRPOTrainer):
                 grad_norm = float(self.accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm))
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-        return {
-            "loss": total_loss / self.num_iterations,
-            "grad_norm": grad_norm,
-            "update_tokens": float(update_tokens),
-        }
+        metrics = {"loss": total_loss / self.num_iterations, "grad_norm": grad_norm, "update_tokens": float(update_tokens)}
+        if self.beta != 0.0:
+            metrics["kl"] = _mean(self._metrics["train"]["kl"][kl_seen:])
+        return metrics
 
 
 def completion_logits(
@@ -496,6 +501,8 @@ class MASTrainer:
         for policy, m in per_policy.items():
             for key in ("loss", "grad_norm", "samples", "samples_updated", "learning_rate"):
                 record[f"{key}/{policy}"] = m.get(key, 0.0)
+            if "kl" in m:  # beta > 0: how far the policy has moved from its reference
+                record[f"kl/{policy}"] = m["kl"]
         return record
 
     # ------------------------------------------------------------------ the loop

@@ -101,7 +101,6 @@ def test_lora_config_defaults_and_cli_choice(tmp_path):
         ({"lora_alpha": 0}, "lora_alpha must be > 0"),
         ({"lora_dropout": 1.0}, r"lora_dropout must be in \[0, 1\)"),
         ({"lora_target_modules": []}, "lora_target_modules must name at least one module"),
-        ({"beta": 0.04}, "does not support beta > 0"),
     ],
 )
 def test_lora_config_rejects_bad_values(overrides, message):
@@ -176,6 +175,44 @@ def test_train_step_in_lora_mode(tmp_path, taught_model_dir):
     assert record["samples_updated/planner"] > 0  # the taught planner's moves differ in reward
     assert changed(planner0, adapter_state(run, "planner"))
     assert not changed(base0, base_state(run))
+
+
+def test_kl_reference_is_the_base_with_adapters_disabled(tmp_path, taught_model_dir):
+    run = make_lora_run(tmp_path, taught_model_dir, beta=0.04)
+    trainer = run.trainer_of("planner")
+    # No second model loaded as the reference: the base under the adapters is the reference.
+    assert trainer.ref_model is None and trainer.beta == trainer.args.beta == 0.04
+    perturb_adapters(run)  # the adapters now change the model a lot, so policy != reference
+    routed = run.router.route(with_reward_spread(run.rollout(0).samples))
+    samples = routed["planner"]
+    batch = trainer.samples_to_batch(samples)
+
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    keep = batch["completion_ids"].size(1)
+    with torch.no_grad():
+        plain_base, _ = load_taught(taught_model_dir)  # a fresh copy of the base, no adapters at all
+        expected, _, _ = trainer._get_per_token_logps_and_entropies(plain_base, input_ids, mask, keep)
+        policy, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, mask, keep)
+    live = batch["completion_mask"].bool()
+    torch.testing.assert_close(batch["ref_per_token_logps"][live], expected[live], rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(policy[live], expected[live], atol=1e-2)
+    # Switching the adapters off for the reference leaves the planner's adapter active and trainable.
+    assert run.peft_model.active_adapter == "planner"
+    assert all(p.requires_grad for p in adapter_parameters_of(run, "planner"))
+    assert not any(p.requires_grad for p in adapter_parameters_of(run, "tool"))
+
+    # The update pays the KL penalty and still moves only the planner's adapter.
+    base0, tool0, planner0 = base_state(run), adapter_state(run, "tool"), adapter_state(run, "planner")
+    assert run.update_workers["planner"].update(samples)["kl"] > 0
+    assert changed(planner0, adapter_state(run, "planner"))
+    assert not changed(tool0, adapter_state(run, "tool")) and not changed(base0, base_state(run))
+
+
+def adapter_parameters_of(run, adapter: str) -> list[torch.nn.Parameter]:
+    from mas_trainer.lora import adapter_parameters
+
+    return list(adapter_parameters(run.peft_model, adapter).values())
 
 
 def test_single_role_workflow_trains_one_shared_adapter(tmp_path, taught_model_dir):

@@ -269,6 +269,21 @@ def test_one_step_changes_weights_with_finite_loss(tmp_path, taught_model_dir):
     assert run.trainer_of("shared").state.global_step == 1
 
 
+def test_kl_penalty_measures_distance_to_the_frozen_start_model(tmp_path, taught_model_dir):
+    run = make_run(tmp_path, taught_model_dir, beta=0.04)
+    trainer = run.trainer_of("shared")
+    start = params_of(run.model_of("shared"))
+    assert trainer.ref_model is not None and trainer.ref_model is not run.model_of("shared")
+    assert same_weights(start, params_of(trainer.ref_model))
+    first = run.train_step()
+    # The first step's log-probs are taken before its optimizer step: policy == reference, KL 0.
+    assert first["kl/shared"] == pytest.approx(0.0, abs=1e-6)
+    second = run.train_step()
+    assert second["kl/shared"] > 0, "the updated policy must differ from its reference"
+    assert not same_weights(start, params_of(run.model_of("shared")))
+    assert same_weights(start, params_of(trainer.ref_model)), "the reference must stay frozen"
+
+
 def test_turn_level_steps_continue_episodes_across_updates(tmp_path, taught_model_dir):
     """turns_per_step=1: each step advances the live episodes one turn; ended episodes are replaced."""
     from mas_trainer import checkpoint
