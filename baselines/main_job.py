@@ -1,6 +1,6 @@
 """The README's main job: the whole stronger-mas loop on one CPU, in about 15-30 minutes.
 
-    python -m baselines.main_job [--minutes 12] [--episodes 50] [--env plan_path] [--out runs/main]
+    python -m baselines.main_job [--minutes 15] [--episodes 50] [--env plan_path] [--out runs/main]
 
 1. evaluates the untrained default model on held-out tasks (``single_prompt``; ``mas_prompt`` with
    ``--workflow mas``);
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workflow", default="single", choices=["single", "mas"],
                         help="single: one agent, prompt-only vs tree-sampled AT-GRPO (fast on a CPU); "
                              "mas: the tool+planner team, mas_prompt vs mas_at_grpo_shared")
-    parser.add_argument("--minutes", type=float, default=10.0, help="AT-GRPO training budget in minutes")
+    parser.add_argument("--minutes", type=float, default=15.0, help="AT-GRPO training budget in minutes")
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                         help="what --minutes counts: wall-clock (default) or CPU time of the training process")
     parser.add_argument("--episodes", type=int, default=30, help="held-out evaluation tasks")
