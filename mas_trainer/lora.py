@@ -127,13 +127,12 @@ class LoraPolicyTrainer(ATGRPOTrainer):
             peft_model.enable_input_require_grads()
         # TRL would load a whole second model as the KL reference, since it is handed the inner model, not
         # the PeftModel. The reference here is the base itself (adapters disabled: every adapter starts as
-        # the base), so TRL is built with beta=0 and the real beta and arguments are restored after.
+        # the base), so TRL is built with beta=0 (on a copy of the arguments) and the real beta restored after.
         no_reference_args = copy.copy(args)
         no_reference_args.beta = 0.0
         super().__init__(model=peft_model.get_base_model(), args=no_reference_args,
                          processing_class=processing_class, policy_name=adapter, **kwargs)
-        self.args = args
-        self.beta = float(args.beta)
+        self.args.beta = self.beta = float(args.beta)
         owned = {id(p) for group in self.optimizer.param_groups for p in group["params"]}
         expected = {id(p) for p in adapter_parameters(peft_model, adapter).values()}
         if owned != expected:
