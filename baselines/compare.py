@@ -16,10 +16,12 @@ rich observation; ``--env-kwargs`` picks e.g. Sokoban/Sudoku presets), 8 envs x 
 lr 1e-5, temperature 1.0, max 8 new tokens (single) / 48 (mas), greedy evaluation on 50 held-out tasks.
 DESIGN.md's feasibility probe (one policy, one-word answers, Plan-Path 4x4) did ~250 tree-sampled steps
 in 20 minutes and went from 0% to 60% greedy success; mas-workflow steps are slower (the tool agent
-writes up to 48 tokens of code). A six-method comparison on one env with ``--minutes 15`` is about an
-hour of training (four trained methods) plus evaluation::
+writes up to 48 tokens of code). Measured here (2026-12-03, README "Results"): all seven methods on
+Plan-Path with ``--minutes 15 --clock cpu --episodes 20`` took 96 minutes as two processes side by side
+(one thread each); a MAS evaluation of 20 tasks alone takes ~14 minutes, and MAS + naive GRPO's first
+step ~50 CPU minutes (budgets are checked between steps)::
 
-    python -m baselines.compare --envs plan_path --minutes 15 --episodes 50
+    python -m baselines.compare --envs plan_path --minutes 15 --clock cpu --episodes 20
 
 GPU-sized configuration matching the paper (not runnable here)
 --------------------------------------------------------------
