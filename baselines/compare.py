@@ -13,7 +13,8 @@ CPU-sized reproduction (what runs on a 2-core machine)
 ------------------------------------------------------
 Default model ``smollm2-135m`` (SmolLM2-135M-Instruct), the trainer's CPU preset (Plan-Path 4x4 with the
 rich observation; ``--env-kwargs`` picks e.g. Sokoban/Sudoku presets), 8 envs x K=8 branches per step,
-lr 1e-5, temperature 1.0, max 8 new tokens (single) / 48 (mas), greedy evaluation on 50 held-out tasks.
+lr 1e-5, temperature 1.0, new tokens sized to the env's answer (Plan-Path 8 single / 48 mas, Sokoban 32 /
+96, Sudoku 64 / 128), greedy evaluation on 50 held-out tasks.
 DESIGN.md's feasibility probe (one policy, one-word answers, Plan-Path 4x4) did ~250 tree-sampled steps
 in 20 minutes and went from 0% to 60% greedy success; mas-workflow steps are slower (the tool agent
 writes up to 48 tokens of code). Measured here (2026-12-03, README "Results"): all seven methods on

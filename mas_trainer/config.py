@@ -17,7 +17,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from mas_envs.registry import env_init_kwargs
-from mas_trainer.env_presets import ENV_DEFAULTS
+from mas_trainer.env_presets import ENV_DEFAULTS, default_max_new_tokens
 
 POLICY_MODES = ("shared", "specialized", "lora")
 GROUPINGS = ("at_grpo", "trajectory")
@@ -111,8 +111,9 @@ class ATGRPOConfig(GRPOConfig):
             ``rollout_seed + s * envs_per_step + i``.
 
     Defaults changed from TRL for CPU runs: ``learning_rate=1e-5``, ``bf16`` only on a bf16-capable GPU,
-    ``gradient_checkpointing=False``, ``max_completion_length`` 8 (one-word grid answers, workflow
-    ``single``) or 48 (workflow ``mas``: the tool agent writes a short program), ``logging_steps=1``,
+    ``gradient_checkpointing=False``, ``max_completion_length`` sized to the env's answer format
+    (:func:`mas_trainer.env_presets.default_max_new_tokens`: e.g. Plan-Path 8 single / 48 mas, Sokoban
+    32 / 96, 4x4 Sudoku 64 / 128), ``logging_steps=1``,
     ``save_steps=10``, ``save_total_limit=2``, ``max_steps=100``, ``per_device_train_batch_size=16`` (the
     update micro-batch, in samples).
     """
@@ -177,7 +178,8 @@ class ATGRPOConfig(GRPOConfig):
     )
     max_completion_length: int | None = field(
         default=None,
-        metadata={"help": "Max new tokens per agent action; default 8 for workflow 'single', 48 for 'mas'."},
+        metadata={"help": "Max new tokens per agent action; default: sized to the env's answer format "
+                          "(e.g. Plan-Path 8 single / 48 mas, Sokoban 32 / 96, 4x4 Sudoku 64 / 128)."},
     )
     logging_steps: float = field(default=1, metadata={"help": "Log every X training steps."})
     save_steps: float = field(default=10, metadata={"help": "Checkpoint every X training steps."})
@@ -203,10 +205,6 @@ class ATGRPOConfig(GRPOConfig):
     def _validate_own_fields(self) -> None:
         from mas_envs.registry import list_envs
 
-        if self.max_completion_length is None:
-            # One-word grid answers fit in 8 tokens; the mas tool agent writes a short program.
-            self.max_completion_length = 8 if self.workflow == "single" else 48
-
         if self.env not in list_envs():
             raise ValueError(f"unknown env {self.env!r}; available: {', '.join(list_envs()) or '(none)'}")
         if self.policy_mode not in POLICY_MODES:
@@ -229,6 +227,14 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(f"unknown grouping {self.grouping!r}; choose one of {', '.join(GROUPINGS)}")
         if self.workflow not in WORKFLOWS:
             raise ValueError(f"unknown workflow {self.workflow!r}; choose one of {', '.join(WORKFLOWS)}")
+        self.env_kwargs = _parse_env_kwargs(self.env_kwargs)
+        reserved = {"workflow", "alpha", "max_turns", "split"} & set(self.env_kwargs)
+        if reserved:
+            raise ValueError(f"env_kwargs must not set {sorted(reserved)}: use the config fields of the same name")
+        if self.max_completion_length is None:
+            # Room for the env's answer format (a direction word, a move list, a grid, a short program).
+            self.max_completion_length = default_max_new_tokens(
+                self.env, self.workflow, {**ENV_DEFAULTS.get(self.env, {}), **self.env_kwargs})
         if self.policy_mode == "specialized" and self.workflow == "single":
             raise ValueError("policy_mode='specialized' needs several roles; use workflow='mas' or policy 'shared'")
         if self.num_generations is None or int(self.num_generations) < 2:
@@ -263,10 +269,6 @@ class ATGRPOConfig(GRPOConfig):
             from mas_trainer.ray_backend.resources import parse_ray_resources
 
             self.ray_resources = parse_ray_resources(self.ray_resources)
-        self.env_kwargs = _parse_env_kwargs(self.env_kwargs)
-        reserved = {"workflow", "alpha", "max_turns", "split"} & set(self.env_kwargs)
-        if reserved:
-            raise ValueError(f"env_kwargs must not set {sorted(reserved)}: use the config fields of the same name")
 
     def _validate_lora_fields(self) -> None:
         if isinstance(self.lora_target_modules, str):  # "q_proj,v_proj" from a config file or the API

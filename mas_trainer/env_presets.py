@@ -14,3 +14,20 @@ from typing import Any
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "plan_path": {"preset": "4x4", "observation_detail": "rich", "parse_penalty": -0.12},
 }
+
+# Tokens per agent action when the user sets none: room for the env's answer format with the SmolLM2
+# tokenizer (measured: a Plan-Path direction is 1 token, ten Sokoban moves as a JSON list 30, a solved
+# 4x4 Sudoku as JSON rows 48, a 9x9 one ~250), and in the mas workflow for a tool agent's short program
+# that prints such an answer. Too small a budget truncates every answer into a parse error, and then
+# nothing can be learned.
+_SINGLE_TOKENS = {"plan_path": 8, "sokoban": 32, "sudoku": 64, "math_tool": 256, "coder_tester": 384}
+_MAS_TOKENS = {"plan_path": 48, "sokoban": 96, "sudoku": 128, "math_tool": 256, "coder_tester": 384}
+_SUDOKU_9X9_TOKENS = {"single": 288, "mas": 384}
+
+
+def default_max_new_tokens(env: str, workflow: str, env_kwargs: dict[str, Any] | None = None) -> int:
+    """The answer budget (max new tokens per action) for ``env`` in ``workflow`` (8 / 48 if unknown)."""
+    if env == "sudoku" and int((env_kwargs or {}).get("size", 4)) == 9:
+        return _SUDOKU_9X9_TOKENS["single" if workflow == "single" else "mas"]
+    table = _SINGLE_TOKENS if workflow == "single" else _MAS_TOKENS
+    return table.get(env, 8 if workflow == "single" else 48)

@@ -378,8 +378,10 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     temperature = request.temperature
     if temperature is None:
         temperature = 1.0 if request.samples > 1 else 0.0
+    from mas_trainer.env_presets import default_max_new_tokens  # the trainer's default: the same budget
+
     max_new_tokens = request.max_new_tokens or int((run_config or {}).get("max_completion_length") or 0) or (
-        8 if workflow == "single" else 48)  # the trainer's defaults: one-word answers / a short tool program
+        default_max_new_tokens(request.env, workflow, env_kwargs))
 
     envs = make_eval_envs(request.env, env_kwargs, workflow, request.split, request.episodes, request.seed)
     if progress:

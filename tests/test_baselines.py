@@ -49,7 +49,7 @@ def test_cpu_budget_counts_this_process_cpu_time_not_sleep():
     while time.process_time() < end:  # busy for 0.3 s of CPU
         pass
     busy = budget.seconds_used() - t1
-    assert slept < 0.1 and busy >= 0.29
+    assert slept < 0.1 and busy >= 0.28  # process_time ticks can land a hair short of 0.3
 
 
 def test_trained_method_within_a_time_budget(tmp_path):
