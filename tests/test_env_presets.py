@@ -62,3 +62,17 @@ def test_trainer_and_evaluator_share_the_default():
     assert sudoku9.max_completion_length == default_max_new_tokens("sudoku", "mas", {"size": 9}) > 128
     explicit = ATGRPOConfig(output_dir="unused", env="sokoban", max_completion_length=5)
     assert explicit.max_completion_length == 5  # the user's value wins
+
+
+def test_preset_parse_penalties_sit_below_the_worst_valid_turn():
+    """Otherwise "answer nothing parseable" beats "try a move" and training drifts to garbage."""
+    from mas_envs.games import sokoban as rules
+
+    moves_per_turn = 10  # SokobanEnv's default max_moves_per_turn
+    deadlocked_turn = rules.DEADLOCK_PENALTY + (moves_per_turn - 1) * rules.STEP_COST
+    assert ENV_DEFAULTS["sokoban"]["parse_penalty"] < deadlocked_turn
+    env = make_env("sokoban", workflow="single", split="test", **ENV_DEFAULTS["sokoban"])
+    env.reset(seed=0, options={"task_index": 0})
+    env.step("I am not sure.")
+    assert env.unwrapped.rewards["solver"] == ENV_DEFAULTS["sokoban"]["parse_penalty"]
+    assert env.unwrapped.infos["solver"]["parse_error"]
