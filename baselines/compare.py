@@ -24,6 +24,15 @@ step ~50 CPU minutes (budgets are checked between steps)::
 
     python -m baselines.compare --envs plan_path --minutes 15 --clock cpu --episodes 20
 
+Sokoban and Sudoku (2026-12-04): six methods (all but naive grouping) with ``--minutes 5 --episodes 10``
+took 37 and ~60 minutes, one process per env side by side; their prompts are longer, so pass
+``--train-args '{"per_device_train_batch_size": 4}'`` (at 16, trajectory-level GRPO on Sudoku held
+12.9 GB and was killed by the OOM killer)::
+
+    python -m baselines.compare --envs sokoban --minutes 5 --clock cpu --episodes 10 \
+        --methods single_prompt,single_grpo,single_at_grpo,mas_prompt,mas_at_grpo_shared,mas_at_grpo_specialized \
+        --train-args '{"per_device_train_batch_size": 4}'
+
 GPU-sized configuration matching the paper (not runnable here)
 --------------------------------------------------------------
 Models Qwen3-1.7B and Qwen3-8B (any Hugging Face id works as ``--model``); the paper's grids:
