@@ -193,6 +193,17 @@ def _table_notes(cells: dict[tuple[str, str], dict[str, Any] | None], args: argp
 # The driver
 
 
+def estimate_remaining(durations: dict[bool, list[float]], to_run: list[bool]) -> float:
+    """Seconds left: each remaining job at the mean duration of jobs of its kind (trained or eval-only)
+    run so far, or of any job while none of its kind has run. Reused results take no time and do not count."""
+    every = durations[True] + durations[False]
+    if not every:
+        return 0.0
+    overall = sum(every) / len(every)
+    mean = {kind: (sum(d) / len(d) if d else overall) for kind, d in durations.items()}
+    return sum(mean[kind] for kind in to_run)
+
+
 def run_comparison(args: argparse.Namespace, out=sys.stdout) -> dict[tuple[str, str], dict[str, Any] | None]:
     """Run every (env, method) pair in order with a progress display; return the results by pair."""
     from mas_trainer.evaluate import EvalError
@@ -201,6 +212,7 @@ def run_comparison(args: argparse.Namespace, out=sys.stdout) -> dict[tuple[str, 
     jobs = [(env, name) for env in args.env_list for name in args.method_list]
     cells: dict[tuple[str, str], dict[str, Any] | None] = {}
     start = time.monotonic()
+    durations: dict[bool, list[float]] = {True: [], False: []}  # seconds per job run, by "trained"
     for i, (env, name) in enumerate(jobs, 1):
         method = METHODS[name]
         existing = out_dir / env / name / "results.json"
@@ -227,7 +239,8 @@ def run_comparison(args: argparse.Namespace, out=sys.stdout) -> dict[tuple[str, 
         s = outcome.results["summary"]
         lo, hi = s["ci95"]
         elapsed = time.monotonic() - start
-        remaining = elapsed / i * (len(jobs) - i)
+        durations[method.trained].append(time.monotonic() - job_start)
+        remaining = estimate_remaining(durations, [METHODS[n].trained for _, n in jobs[i:]])
         trained = f"trained {outcome.train_steps} steps in {outcome.train_seconds:.0f} s, " if method.trained else ""
         print(f"{prefix}: {100 * s['success_rate']:.1f}% [{100 * lo:.0f}–{100 * hi:.0f}] "
               f"({trained}eval {outcome.eval_seconds:.0f} s; job {time.monotonic() - job_start:.0f} s, "

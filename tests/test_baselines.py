@@ -143,3 +143,13 @@ def test_per_env_kwargs_forms():
 def assert_valid_results(data: dict) -> None:
     """The leaderboard's checks: the JSON Schema, then its consistency checks."""
     assert result_problems(data) == []
+
+
+def test_time_left_estimate_uses_the_mean_of_each_kind_of_job():
+    from baselines.compare import estimate_remaining
+
+    assert estimate_remaining({True: [], False: []}, [True, False]) == 0.0  # nothing run yet: no guess
+    # One eval-only job took 30 s: both remaining jobs are guessed from it until a trained one has run.
+    assert estimate_remaining({True: [], False: [30.0]}, [True, False]) == 60.0
+    # Trained jobs at their own mean (600 s), eval-only at theirs (30 s); reused results add nothing.
+    assert estimate_remaining({True: [500.0, 700.0], False: [30.0]}, [True, False, True]) == 1230.0
