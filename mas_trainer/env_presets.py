@@ -9,6 +9,8 @@ policy drifted to 100% unparseable answers (docs/PERFORMANCE.md, "Learning on th
 Sokoban, same lesson: a valid but bad move list can deadlock the room (-5, plus step costs), far worse
 than the env's default parse penalty (-1), so training taught the 135M solver to stop answering (parse
 errors 59% -> 92% in 10 CPU minutes); with the penalty below a deadlocked turn (-6) they stayed at 59%.
+Its rich observation (coordinates, what lies next to the player) cut the untrained solver's parse errors
+from 59% to 17%, and to 0% after 10 CPU minutes of training (mean reward per turn -3.6 -> -0.3).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "plan_path": {"preset": "4x4", "observation_detail": "rich", "parse_penalty": -0.12},
-    "sokoban": {"parse_penalty": -6.0},  # below a deadlock (-5) plus a full turn's step costs (-0.9)
+    # parse penalty below a deadlock (-5) plus a full turn's step costs (-0.9)
+    "sokoban": {"observation_detail": "rich", "parse_penalty": -6.0},
 }
 
 # Tokens per agent action when the user sets none: room for the env's answer format with the SmolLM2
