@@ -35,6 +35,8 @@ process is untested; ``bf16`` applies through ``accelerator.autocast``.
 
 from __future__ import annotations
 
+import copy
+
 import json
 import math
 import os
@@ -87,6 +89,18 @@ class ATGRPOTrainer(GRPOTrainer):
 
         # A dataset still drives TRL's own loop; its rows carry no task (the env pool owns the tasks).
         placeholder = Dataset.from_dict({"prompt": [""] * int(args.generation_batch_size)})
+        # With beta > 0 TRL would load the KL reference from the path in the model's config, which is the
+        # wrong model for one built in memory (the tiny test model's config points at a tokenizer folder)
+        # and would be a checkpoint, not the start model, for a loaded checkpoint. The reference is a frozen
+        # copy of the model as handed in, so TRL is built with beta=0 (on a copy of the arguments). The copy
+        # is taken before TRL/accelerate wrap the model's forward: a wrapper is a closure over the original
+        # model, and a deep copy of a wrapped model would still run the policy.
+        beta = float(args.beta)
+        reference = None
+        if beta != 0.0:
+            reference = frozen_copy(model)
+            args = copy.copy(args)
+            args.beta = 0.0
         super().__init__(
             model=model,
             reward_funcs=[env_reward],
@@ -95,6 +109,9 @@ class ATGRPOTrainer(GRPOTrainer):
             processing_class=processing_class,
             callbacks=callbacks,
         )
+        if beta != 0.0:
+            self.args.beta = self.beta = beta
+            self.ref_model = self.accelerator.prepare_model(reference, evaluation_mode=True)  # to the device
         self.policy_name = policy_name
         self._queued: list[Sample] | None = None
         self.last_samples: list[Sample] = []
@@ -290,6 +307,14 @@ class ATGRPOTrainer(GRPOTrainer):
         if self.beta != 0.0:
             metrics["kl"] = _mean(self._metrics["train"]["kl"][kl_seen:])
         return metrics
+
+
+def frozen_copy(model: Any) -> Any:
+    """A copy of ``model`` for reference log-probs: same weights and device, eval mode, no gradients."""
+    reference = copy.deepcopy(model)
+    reference.eval()
+    reference.requires_grad_(False)
+    return reference
 
 
 def completion_logits(

@@ -284,6 +284,25 @@ def test_kl_penalty_measures_distance_to_the_frozen_start_model(tmp_path, taught
     assert same_weights(start, params_of(trainer.ref_model)), "the reference must stay frozen"
 
 
+def test_kl_reference_is_the_model_in_memory_not_the_path_in_its_config(tmp_path, taught_model_dir):
+    """A model changed in memory (or built there, like the tiny test model, whose config names a
+    tokenizer folder) must be its own reference: TRL would load the weights at the config's path."""
+    from mas_trainer.trainer import MASTrainer
+
+    model, tokenizer = load_taught(taught_model_dir)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1.5)  # now differs from the weights on disk
+    start = params_of(model)
+    run = MASTrainer(small_config(tmp_path, beta=0.04), models={"shared": (model, tokenizer)})
+    trainer = run.trainer_of("shared")
+    assert trainer.beta == trainer.args.beta == 0.04
+    assert same_weights(start, params_of(trainer.ref_model)) and trainer.ref_model is not run.model_of("shared")
+    assert not any(p.requires_grad for p in trainer.ref_model.parameters())
+    assert run.train_step()["kl/shared"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before the update
+    assert run.train_step()["kl/shared"] > 0  # the reference really is a separate, frozen model
+    assert same_weights(start, params_of(trainer.ref_model))
+
+
 def test_turn_level_steps_continue_episodes_across_updates(tmp_path, taught_model_dir):
     """turns_per_step=1: each step advances the live episodes one turn; ended episodes are replaced."""
     from mas_trainer import checkpoint
