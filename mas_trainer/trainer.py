@@ -184,9 +184,9 @@ class ATGRPOTrainer(GRPOTrainer):
         return batch
 
     def reference_logps(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int):
-        """Per-token log-probs of the completions under the KL reference (TRL's frozen copy of the start model)."""
+        """Per-token log-probs of the completions under the KL reference (a frozen copy of the start model)."""
         if self.ref_model is None:
-            raise ValueError("beta > 0 needs a reference model, which TRL could not create here")
+            raise ValueError("beta > 0 needs a reference model, which was not created (ATGRPOTrainer.__init__)")
         logps, _, _ = self._get_per_token_logps_and_entropies(
             self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
         )
