@@ -239,11 +239,12 @@ def run_comparison(args: argparse.Namespace, out=sys.stdout) -> dict[tuple[str, 
         s = outcome.results["summary"]
         lo, hi = s["ci95"]
         elapsed = time.monotonic() - start
-        durations[method.trained].append(time.monotonic() - job_start)
+        job_seconds = time.monotonic() - job_start
+        durations[method.trained].append(job_seconds)
         remaining = estimate_remaining(durations, [METHODS[n].trained for _, n in jobs[i:]])
         trained = f"trained {outcome.train_steps} steps in {outcome.train_seconds:.0f} s, " if method.trained else ""
         print(f"{prefix}: {100 * s['success_rate']:.1f}% [{100 * lo:.0f}–{100 * hi:.0f}] "
-              f"({trained}eval {outcome.eval_seconds:.0f} s; job {time.monotonic() - job_start:.0f} s, "
+              f"({trained}eval {outcome.eval_seconds:.0f} s; job {job_seconds:.0f} s, "
               f"total {elapsed / 60:.1f} min, ~{remaining / 60:.1f} min left)", file=out, flush=True)
     return cells
 

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mas_trainer.env_presets import default_max_new_tokens  # the trainer's answer budget (a light module)
+
 SCHEMA_VERSION = 1
 from leaderboard import METHODS  # noqa: E402  (the results-file enum lives beside its schema)
 WORKFLOWS = ("mas", "single")
@@ -378,8 +380,6 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     temperature = request.temperature
     if temperature is None:
         temperature = 1.0 if request.samples > 1 else 0.0
-    from mas_trainer.env_presets import default_max_new_tokens  # the trainer's default: the same budget
-
     max_new_tokens = request.max_new_tokens or int((run_config or {}).get("max_completion_length") or 0) or (
         default_max_new_tokens(request.env, workflow, env_kwargs))
 

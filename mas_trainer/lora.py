@@ -27,7 +27,6 @@ Evaluation merges each adapter into its own copy of the base (:func:`load_merged
 
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 from pathlib import Path
@@ -125,14 +124,8 @@ class LoraPolicyTrainer(ATGRPOTrainer):
             # that require grad, which frozen embeddings do not give. TRL adds this hook only for a
             # PeftModel, and it is handed the inner model here. (Non-reentrant, the default, trains without.)
             peft_model.enable_input_require_grads()
-        # TRL would load a whole second model as the KL reference, since it is handed the inner model, not
-        # the PeftModel. The reference here is the base itself (adapters disabled: every adapter starts as
-        # the base), so TRL is built with beta=0 (on a copy of the arguments) and the real beta restored after.
-        no_reference_args = copy.copy(args)
-        no_reference_args.beta = 0.0
-        super().__init__(model=peft_model.get_base_model(), args=no_reference_args,
+        super().__init__(model=peft_model.get_base_model(), args=args,
                          processing_class=processing_class, policy_name=adapter, **kwargs)
-        self.args.beta = self.beta = float(args.beta)
         owned = {id(p) for group in self.optimizer.param_groups for p in group["params"]}
         expected = {id(p) for p in adapter_parameters(peft_model, adapter).values()}
         if owned != expected:
@@ -148,6 +141,11 @@ class LoraPolicyTrainer(ATGRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         activate(self.peft_model, self.adapter)
         return super()._generate_and_score_completions(inputs)
+
+    def _kl_reference(self, model: Any) -> None:
+        # No second model: the reference is the base itself, scored with every adapter switched off (every
+        # adapter starts as the base); see reference_logps.
+        return None
 
     def reference_logps(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int):
         """The KL reference is the frozen base: the same model with every adapter switched off."""

@@ -36,7 +36,6 @@ process is untested; ``bf16`` applies through ``accelerator.autocast``.
 from __future__ import annotations
 
 import copy
-
 import json
 import math
 import os
@@ -91,14 +90,12 @@ class ATGRPOTrainer(GRPOTrainer):
         placeholder = Dataset.from_dict({"prompt": [""] * int(args.generation_batch_size)})
         # With beta > 0 TRL would load the KL reference from the path in the model's config, which is the
         # wrong model for one built in memory (the tiny test model's config points at a tokenizer folder)
-        # and would be a checkpoint, not the start model, for a loaded checkpoint. The reference is a frozen
-        # copy of the model as handed in, so TRL is built with beta=0 (on a copy of the arguments). The copy
-        # is taken before TRL/accelerate wrap the model's forward: a wrapper is a closure over the original
-        # model, and a deep copy of a wrapped model would still run the policy.
+        # and would be a checkpoint, not the start model, for a loaded checkpoint. So TRL is built with
+        # beta=0 (on a copy of the arguments) and the reference comes from :meth:`_kl_reference`.
         beta = float(args.beta)
         reference = None
         if beta != 0.0:
-            reference = frozen_copy(model)
+            reference = self._kl_reference(model)
             args = copy.copy(args)
             args.beta = 0.0
         super().__init__(
@@ -109,8 +106,8 @@ class ATGRPOTrainer(GRPOTrainer):
             processing_class=processing_class,
             callbacks=callbacks,
         )
-        if beta != 0.0:
-            self.args.beta = self.beta = beta
+        self.args.beta = self.beta = beta
+        if reference is not None:
             self.ref_model = self.accelerator.prepare_model(reference, evaluation_mode=True)  # to the device
         self.policy_name = policy_name
         self._queued: list[Sample] | None = None
@@ -182,6 +179,12 @@ class ATGRPOTrainer(GRPOTrainer):
                 if self.beta != 0.0:
                     batch["ref_per_token_logps"] = self.reference_logps(input_ids, attention_mask, keep, len(samples))
         return batch
+
+    def _kl_reference(self, model: Any) -> Any:
+        """The KL reference model (beta > 0): a frozen copy of ``model`` as handed in. Called before TRL and
+        accelerate wrap the model's forward: a wrapper is a closure over the original model, so a deep copy
+        of a wrapped model would still run the policy. ``None``: :meth:`reference_logps` needs no model."""
+        return frozen_copy(model)
 
     def reference_logps(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int):
         """Per-token log-probs of the completions under the KL reference (a frozen copy of the start model)."""
