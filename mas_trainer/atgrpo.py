@@ -404,11 +404,11 @@ def assign_advantages(
         return {"groups": 0.0, "zero_variance_share": 0.0, "reward_mean": 0.0, "reward_std": 0.0,
                 "advantage_abs_mean": 0.0}
 
-    batch_std = _std([s.reward for s in samples])
     groups = group_samples(samples)
+    batch_std = _std([r for members in groups.values() for r in _unit_rewards(members)])
     zero_variance = 0
     for members in groups.values():
-        rewards = [s.reward for s in members]
+        rewards = _unit_rewards(members)
         mean = sum(rewards) / len(rewards)
         if max(rewards) - min(rewards) <= 1e-12:
             zero_variance += 1
@@ -426,6 +426,19 @@ def assign_advantages(
         "reward_std": batch_std,
         "advantage_abs_mean": _mean([abs(s.advantage) for s in samples]),
     }
+
+
+def _unit_rewards(members: Sequence[Sample]) -> list[float]:
+    """The rewards a group's baseline and std are taken over: one per trajectory.
+
+    A tree group's members are K candidates, each its own unit. A trajectory-level group holds every
+    step of K whole episodes, all carrying their trajectory's return: counted per sample, a trajectory
+    of 8 steps would weigh 8x one of 1 step in the mean, so each trajectory is counted once.
+    """
+    per_trajectory: dict[Any, float] = {}
+    for i, s in enumerate(members):
+        per_trajectory.setdefault(s.info.get("trajectory", ("sample", i)), s.reward)
+    return list(per_trajectory.values())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -493,6 +506,13 @@ def rollout_stats(samples: Sequence[Sample], episodes: Sequence[EpisodeRecord]) 
         by_role[s.role].append(s.reward)
     for role, rewards in sorted(by_role.items()):
         stats[f"reward_mean/{role}"] = _mean(rewards)
+    # Per role: the share of its groups whose rewards differ (the groups an update learns from).
+    signal_by_role: dict[str, list[float]] = defaultdict(list)
+    for members in groups.values():
+        spread = max(s.reward for s in members) - min(s.reward for s in members)
+        signal_by_role[members[0].role].append(float(spread > 1e-12))
+    for role, flags in sorted(signal_by_role.items()):
+        stats[f"nonzero_variance_share/{role}"] = _mean(flags)
     return stats
 
 

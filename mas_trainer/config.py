@@ -70,7 +70,8 @@ class ATGRPOConfig(GRPOConfig):
         turns_per_step (`int`, *optional*):
             ``None``: every step plays ``envs_per_step`` fresh episodes to the end. A number ``n``
             (``grouping="at_grpo"`` only): ``envs_per_step`` episodes stay in progress across steps, each
-            step advances every one of them by ``n`` agent turns and updates on those samples, and an
+            step advances every one of them by ``n`` whole turns (a turn: every role acts once, so
+            every update holds groups of every role) and updates on those samples, and an
             episode that ends is replaced by a fresh task. Turn-level steps are ~``max_turns`` times
             cheaper, so the policy is updated far more often per minute (what a CPU run needs); the
             samples are still on-policy (drawn by the current weights).

