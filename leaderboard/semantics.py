@@ -71,6 +71,8 @@ def policy_problems(result: dict[str, Any], roles: Sequence[str] | None) -> list
     mode = model["policy_mode"]
     names = sorted(model["policies"])
     expected_mode = "specialized" if method in SPECIALIZED_METHODS else "shared"
+    if method.endswith("_prompt") and mode == "specialized":
+        expected_mode = mode  # untrained models, one per role (e.g. a coder model as the tool agent)
     if mode != expected_mode:
         return [Problem("model.policy_mode", f"is {mode!r} but method {method!r} needs {expected_mode!r}")]
     if mode == "shared":

@@ -27,7 +27,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 from mas_trainer.samples import Completion, Sample
 
@@ -110,8 +110,8 @@ def tree_rollout(
     tokenizers: dict[str, Any],
     policy_of_role: Callable[[str], str],
     k: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
+    max_new_tokens: int | Mapping[str, int],
+    temperature: float | Mapping[str, float] = 1.0,
     top_p: float = 1.0,
     return_logprobs: bool = False,
     episode_ids: list[int] | None = None,
@@ -144,8 +144,8 @@ def tree_advance(
     tokenizers: dict[str, Any],
     policy_of_role: Callable[[str], str],
     k: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
+    max_new_tokens: int | Mapping[str, int],
+    temperature: float | Mapping[str, float] = 1.0,
     top_p: float = 1.0,
     return_logprobs: bool = False,
     seed: int | None = None,
@@ -190,7 +190,8 @@ def tree_advance(
         # K candidates from the same prompt; one batched call per policy across all envs.
         t0 = time.perf_counter()
         call_seed = None if seed is None else seed + 1000 * call_index
-        candidates = _generate_by_policy(requests, backends, k, gen_kwargs, call_seed)
+        candidates = _generate_by_policy(requests, backends, k, gen_kwargs, call_seed,
+                                         roles=[ep.env.agent_selection for ep in live])
         timings["generation"] += time.perf_counter() - t0
         call_index += 1
 
@@ -285,8 +286,8 @@ def trajectory_rollout(
     tokenizers: dict[str, Any],
     policy_of_role: Callable[[str], str],
     k: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
+    max_new_tokens: int | Mapping[str, int],
+    temperature: float | Mapping[str, float] = 1.0,
     top_p: float = 1.0,
     return_logprobs: bool = False,
     episode_ids: list[int] | None = None,
@@ -330,7 +331,8 @@ def trajectory_rollout(
 
         t0 = time.perf_counter()
         call_seed = None if seed is None else seed + 1000 * call_index
-        outputs = _generate_by_policy(requests, backends, 1, gen_kwargs, call_seed)
+        outputs = _generate_by_policy(requests, backends, 1, gen_kwargs, call_seed,
+                                      roles=[trajectories[i].agent_selection for i in live])
         timings["generation"] += time.perf_counter() - t0
         call_index += 1
 
@@ -620,22 +622,30 @@ def _generate_by_policy(
     n: int,
     gen_kwargs: dict[str, Any],
     seed: int | None,
+    roles: Sequence[str] | None = None,
 ) -> list[list[Completion]]:
     """Generate ``n`` completions for every ``(policy, prompt_ids)`` request.
 
-    One batched ``generate`` call per policy: each backend sees only its own roles' prompts.
-    Results come back in the order of ``requests``.
+    One batched ``generate`` call per policy (and per sampling setting, where ``max_new_tokens`` or
+    ``temperature`` in ``gen_kwargs`` are per-role mappings and ``roles`` names each request's role):
+    each backend sees only its own roles' prompts. Results come back in the order of ``requests``.
     """
-    by_policy: dict[str, list[int]] = defaultdict(list)
+    def per_role(name: str, role: str | None) -> Any:
+        value = gen_kwargs[name]
+        return value[role] if isinstance(value, Mapping) else value
+
+    by_call: dict[tuple[str, Any, Any], list[int]] = defaultdict(list)
     for index, (policy, _) in enumerate(requests):
-        by_policy[policy].append(index)
+        role = roles[index] if roles is not None else None
+        by_call[(policy, per_role("max_new_tokens", role), per_role("temperature", role))].append(index)
     results: list[list[Completion] | None] = [None] * len(requests)
-    for policy_index, (policy, indices) in enumerate(sorted(by_policy.items())):
+    for call_index, ((policy, budget, temperature), indices) in enumerate(sorted(by_call.items())):
         if policy not in backends:
             raise KeyError(f"no generation backend for policy {policy!r}; have {sorted(backends)}")
         prompts = [requests[i][1] for i in indices]
-        call_seed = None if seed is None else seed + policy_index
-        outputs = backends[policy].generate(prompts, n, seed=call_seed, **gen_kwargs)
+        call_seed = None if seed is None else seed + call_index
+        kwargs = {**gen_kwargs, "max_new_tokens": budget, "temperature": temperature}
+        outputs = backends[policy].generate(prompts, n, seed=call_seed, **kwargs)
         if len(outputs) != len(prompts) or any(len(o) != n for o in outputs):
             raise RuntimeError(f"backend for {policy!r} returned the wrong number of completions")
         for i, completions in zip(indices, outputs):

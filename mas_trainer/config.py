@@ -18,6 +18,7 @@ from trl import GRPOConfig
 
 from mas_envs.registry import env_init_kwargs
 from mas_trainer.env_presets import ENV_DEFAULTS, default_max_new_tokens
+from mas_trainer.role_maps import parse_role_map
 
 POLICY_MODES = ("shared", "specialized", "lora")
 GROUPINGS = ("at_grpo", "trajectory")
@@ -120,7 +121,19 @@ class ATGRPOConfig(GRPOConfig):
     """
 
     # ---- added fields
-    model: str = field(default="smollm2-135m", metadata={"help": "Model preset, local folder or HF model id."})
+    model: str = field(
+        default="smollm2-135m",
+        metadata={"help": "Model preset, local folder or HF model id; or one per role, "
+                          "'tool=qwen2.5-coder-0.5b,planner=smollm2-135m' (policy_mode specialized)."},
+    )
+    role_max_completion_length: str | None = field(
+        default=None,
+        metadata={"help": "Per-role answer budgets overriding max_completion_length, e.g. 'tool=320,planner=8'."},
+    )
+    role_temperature: str | None = field(
+        default=None,
+        metadata={"help": "Per-role sampling temperatures overriding temperature, e.g. 'tool=0.7,planner=1.0'."},
+    )
     policy_mode: str = field(
         default="shared",
         metadata={"help": "shared | specialized (one model per role) | lora (one base + one LoRA adapter per role)."},
@@ -203,6 +216,58 @@ class ATGRPOConfig(GRPOConfig):
             self.generation_batch_size = _lcm(self.per_device_train_batch_size, self.num_generations)
         super().__post_init__()
 
+    # ---- per-role settings
+    def _validate_role_maps(self) -> None:
+        models = parse_role_map(self.model, "model", str)
+        if isinstance(models, dict):
+            if self.policy_mode == "shared" and len(set(models.values())) > 1:
+                raise ValueError("one model per role needs policy_mode='specialized'; policy_mode='shared' "
+                                 f"trains one model for every role, got {self.model!r}")
+            if self.policy_mode == "lora" and len(set(models.values())) > 1:
+                raise ValueError("policy_mode='lora' puts every role's adapter on ONE base model; for a model per "
+                                 f"role use policy_mode='specialized' (got {self.model!r})")
+        for name in ("role_max_completion_length", "role_temperature"):
+            text = getattr(self, name)
+            if text is not None and "=" not in str(text):
+                raise ValueError(f"{name} takes role=value entries (e.g. 'tool=320,planner=8'), got {text!r}")
+        budgets = parse_role_map(self.role_max_completion_length, "role_max_completion_length", int)
+        for role, value in (budgets or {}).items():
+            if value < 1:
+                raise ValueError(f"role_max_completion_length: {role}={value} must be a positive integer")
+        temperatures = parse_role_map(self.role_temperature, "role_temperature", float)
+        for role, value in (temperatures or {}).items():
+            if not value > 0:
+                raise ValueError(f"role_temperature: {role}={value} must be > 0 for sampling")
+
+    def check_roles(self, roles: list[str]) -> None:
+        """Raise ``ValueError`` if a per-role setting names a role the env does not have."""
+        for name in ("model", "role_max_completion_length", "role_temperature"):
+            mapping = parse_role_map(getattr(self, name), name, str)
+            if isinstance(mapping, dict):
+                unknown = sorted(set(mapping) - set(roles))
+                missing = sorted(set(roles) - set(mapping)) if name == "model" else []
+                if unknown or missing:
+                    raise ValueError(f"{name}={getattr(self, name)!r}: "
+                                     + (f"unknown role(s) {unknown}; " if unknown else "")
+                                     + (f"no model for role(s) {missing}; " if missing else "")
+                                     + f"{self.env} ({self.workflow}) has roles {roles}")
+
+    def model_for(self, policy: str) -> str:
+        """The model a policy loads: the per-role entry (specialized), else the one model."""
+        models = parse_role_map(self.model, "model", str)
+        if not isinstance(models, dict):
+            return self.model
+        if policy in models:
+            return models[policy]
+        return next(iter(models.values()))  # shared / lora: every role names the same model (checked above)
+
+    def sampling_of_roles(self, roles: list[str]) -> tuple[dict[str, int], dict[str, float]]:
+        """``(max new tokens, temperature)`` of each role: the per-role value, else the common one."""
+        budgets = parse_role_map(self.role_max_completion_length, "role_max_completion_length", int) or {}
+        temps = parse_role_map(self.role_temperature, "role_temperature", float) or {}
+        return ({r: int(budgets.get(r, self.max_completion_length)) for r in roles},
+                {r: float(temps.get(r, self.temperature)) for r in roles})
+
     def _validate_own_fields(self) -> None:
         from mas_envs.registry import list_envs
 
@@ -236,6 +301,7 @@ class ATGRPOConfig(GRPOConfig):
             # Room for the env's answer format (a direction word, a move list, a grid, a short program).
             self.max_completion_length = default_max_new_tokens(
                 self.env, self.workflow, {**ENV_DEFAULTS.get(self.env, {}), **self.env_kwargs})
+        self._validate_role_maps()
         if self.policy_mode == "specialized" and self.workflow == "single":
             raise ValueError("policy_mode='specialized' needs several roles; use workflow='mas' or policy 'shared'")
         if self.num_generations is None or int(self.num_generations) < 2:
@@ -326,3 +392,4 @@ def _gpu_supports_bf16() -> bool:
     import torch
 
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+

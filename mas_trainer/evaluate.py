@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mas_trainer.env_presets import default_max_new_tokens  # the trainer's answer budget (a light module)
+from mas_trainer.role_maps import parse_role_map
 
 SCHEMA_VERSION = 1
 from leaderboard import METHODS  # noqa: E402  (the results-file enum lives beside its schema)
@@ -120,6 +121,17 @@ def find_checkpoint(path: str | os.PathLike, step: int | None = None) -> tuple[P
 
 def load_policies_for(model: str, step: int | None = None, device: str = "cpu") -> LoadedPolicies:
     """Load a run's policies, or one shared policy from a preset / folder / HF id."""
+    per_role = model_per_role(model)
+    if per_role is not None:  # untrained models, one per role: "tool=qwen2.5-coder-0.5b,planner=smollm2-135m"
+        from mas_trainer.models import load_model_and_tokenizer
+
+        models = {}
+        for role, name in per_role.items():
+            try:
+                models[role] = load_model_and_tokenizer(name, device=device)
+            except (ValueError, OSError) as err:
+                raise EvalError(f"role {role}: " + str(err).strip().splitlines()[0]) from None
+        return LoadedPolicies(models, "specialized", model, dict(per_role), {r: r for r in per_role})
     found = find_checkpoint(model, step)
     if found is None:
         from mas_trainer.models import load_model_and_tokenizer
@@ -153,6 +165,9 @@ class Target:
 
 def describe_target(model: str, step: int | None = None) -> Target:
     """Policy layout and run settings of ``model`` (a run / checkpoint folder, or a plain model)."""
+    per_role = model_per_role(model)
+    if per_role is not None:
+        return Target(None, "specialized", {r: r for r in per_role})
     found = find_checkpoint(model, step)
     if found is None:
         return Target()
@@ -160,6 +175,16 @@ def describe_target(model: str, step: int | None = None) -> Target:
     config = dict(state.get("config") or {})
     specialized = config.get("policy_mode") == "specialized" or len(state.get("policies", [])) > 1
     return Target(config, "specialized" if specialized else "shared", dict(state.get("policy_of_role") or {}))
+
+
+def model_per_role(model: str) -> dict[str, str] | None:
+    """``{"tool": ..., "planner": ...}`` for a ``role=model,...`` argument (not an existing folder), else None."""
+    if "=" not in model or Path(model).exists():
+        return None
+    try:
+        return parse_role_map(model, "--model", str)
+    except ValueError as err:
+        raise EvalError(str(err)) from None
 
 
 def default_method(workflow: str, target: Target | LoadedPolicies) -> str:
@@ -185,6 +210,8 @@ def check_method(method: str, workflow: str, policy_mode: str) -> None:
         raise EvalError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     if method.split("_")[0] != workflow:
         raise EvalError(f"method {method!r} needs workflow {method.split('_')[0]!r}, not {workflow!r}")
+    if method.endswith("_prompt"):
+        return  # untrained models: one shared model or one per role
     needs = "specialized" if method == "mas_at_grpo_specialized" else "shared"
     if needs != policy_mode:
         raise EvalError(f"method {method!r} needs a {needs} policy, but the model has {policy_mode} policies")

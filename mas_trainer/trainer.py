@@ -365,6 +365,7 @@ class MASTrainer:
             config.env, config.env_make_kwargs("train"), config.envs_per_step, config.effective_rollout_seed
         )
         self.roles = list(self.env_pool.roles)
+        config.check_roles(self.roles)
         if config.policy_mode == "specialized":
             if len(self.roles) < 2:
                 raise ValueError(
@@ -392,7 +393,8 @@ class MASTrainer:
 
             if models is not None and "base" not in models:
                 raise ValueError("policy_mode='lora' takes one (model, tokenizer) pair as models['base']")
-            base = models["base"] if models is not None else load_model_and_tokenizer(config.model, device=device)
+            base = (models["base"] if models is not None
+                    else load_model_and_tokenizer(config.model_for(self.policies[0]), device=device))
             self.update_workers, self.rollout_workers, self.peft_model = build_lora_workers(
                 config, self.policies, base, self.run_dir
             )
@@ -402,7 +404,7 @@ class MASTrainer:
             if models is not None:
                 model, tokenizer = models[policy]
             else:
-                model, tokenizer = load_model_and_tokenizer(config.model, device=device)
+                model, tokenizer = load_model_and_tokenizer(config.model_for(policy), device=device)
             trainer = ATGRPOTrainer(
                 model=model,
                 args=config,
@@ -440,13 +442,15 @@ class MASTrainer:
         from mas_trainer.atgrpo import assign_advantages, trajectory_rollout, tree_rollout
 
         cfg = self.config
+        budgets, temperatures = cfg.sampling_of_roles(self.roles)
         sampling = dict(
             backends={p: w.backend for p, w in self.rollout_workers.items()},
             tokenizers={p: w.tokenizer for p, w in self.rollout_workers.items()},
             policy_of_role=self.policy_of_role,
             k=int(cfg.num_generations),
-            max_new_tokens=int(cfg.max_completion_length),
-            temperature=float(cfg.temperature),
+            # Per-role budgets and temperatures (role_max_completion_length / role_temperature), else the common ones.
+            max_new_tokens=budgets,
+            temperature=temperatures,
             top_p=float(cfg.top_p),
             return_logprobs=False,
             seed=cfg.effective_rollout_seed * 1_000_003 + step,

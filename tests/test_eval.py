@@ -207,3 +207,20 @@ def test_default_model_plan_path_greedy(tmp_path):
 def assert_valid_results(data: dict) -> None:
     """The leaderboard's checks: the JSON Schema, then its consistency checks."""
     assert result_problems(data) == []
+
+
+def test_mas_eval_with_a_model_per_role(tmp_path, capsys):
+    """`--model tool=A,planner=B`: untrained models, one per role, recorded per policy (method mas_prompt)."""
+    from mas_trainer.eval_cli import main
+
+    out = tmp_path / "r.json"
+    rc = main(["--env", "plan_path", "--model", "tool=tiny,planner=tiny", "--workflow", "mas", "--episodes", "2",
+               *FAST, "--out", str(out)])
+    assert rc == 0, capsys.readouterr()
+    data = json.loads(out.read_text())
+    assert_valid_results(data)
+    assert data["method"] == "mas_prompt" and data["model"]["policy_mode"] == "specialized"
+    assert set(data["model"]["policies"]) == {"tool", "planner"}
+    assert main(["--env", "plan_path", "--model", "tool=tiny,tool=tiny", "--workflow", "mas", "--episodes", "1",
+                 *FAST, "--out", str(tmp_path / "x.json")]) == 2
+    assert "given twice" in capsys.readouterr().err

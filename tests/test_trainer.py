@@ -522,3 +522,47 @@ def test_mas_turn_level_step_updates_every_role(tmp_path, taught_model_dir):
         run.global_step += 1
     record = run.train_step()
     assert "nonzero_variance_share/tool" in record and "nonzero_variance_share/planner" in record
+
+
+# ------------------------------------------------------------------ per-role models and sampling
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"model": "tool=tiny,planner=smollm2-135m"}, "policy_mode='specialized'"),
+    ({"model": "tool=tiny,planner=smollm2-135m", "policy_mode": "lora", "workflow": "mas"}, "ONE base"),
+    ({"model": "tool=tiny,tool=tiny", "policy_mode": "specialized", "workflow": "mas"}, "given twice"),
+    ({"model": "tool=,planner=tiny", "policy_mode": "specialized", "workflow": "mas"}, "not role=value"),
+    ({"role_max_completion_length": "320"}, "role=value"),
+    ({"role_max_completion_length": "tool=abc"}, "not a valid int"),
+    ({"role_max_completion_length": "tool=0"}, "positive"),
+    ({"role_temperature": "tool=0"}, "> 0"),
+])
+def test_per_role_settings_reject_bad_values(overrides, message):
+    from mas_trainer.config import ATGRPOConfig
+
+    with pytest.raises(ValueError, match=message):
+        ATGRPOConfig(output_dir="unused", **overrides)
+
+
+def test_model_per_role_loads_each_roles_model_and_samples_with_its_budget(tmp_path, taught_model_dir):
+    from mas_trainer.trainer import MASTrainer
+
+    config = small_config(tmp_path, workflow="mas", policy_mode="specialized", max_turns=2,
+                          model=f"tool=tiny,planner={taught_model_dir}",
+                          role_max_completion_length="tool=5,planner=2", role_temperature="tool=0.7")
+    assert config.model_for("tool") == "tiny" and config.model_for("planner") == str(taught_model_dir)
+    assert config.sampling_of_roles(["tool", "planner"]) == ({"tool": 5, "planner": 2}, {"tool": 0.7, "planner": 1.0})
+    run = MASTrainer(config)
+    tool_params = sum(p.numel() for p in run.model_of("tool").parameters())
+    taught = load_taught(taught_model_dir)[0]
+    assert run.model_of("planner").config.to_dict()["hidden_size"] == taught.config.hidden_size
+    assert params_of(run.model_of("planner")).keys() == params_of(taught).keys()
+    assert torch.equal(next(iter(params_of(run.model_of("planner")).values())), next(iter(params_of(taught).values())))
+    assert tool_params > 0
+    rollout = run.rollout(0)
+    lengths = {role: max(len(s.completion_ids) for s in rollout.samples if s.role == role) for role in ("tool", "planner")}
+    assert lengths["planner"] <= 2 and 2 < lengths["tool"] <= 5, lengths
+
+    with pytest.raises(ValueError, match="unknown role"):
+        MASTrainer(small_config(tmp_path / "b", workflow="mas", policy_mode="specialized",
+                                model="tool=tiny,coder=tiny"))

@@ -115,9 +115,9 @@ def start_ray_workers(config: Any, policies: list[str], run_dir: Path,
         update_actor = update_cls.options(max_restarts=0, **requests["update"], **pools.strategy(policy)).remote(
             policy, config, str(Path(run_dir) / "tensorboard" / policy), given)
         rollout_actor = rollout_cls.options(max_restarts=0, **requests["rollout"], **pools.strategy(policy)).remote(
-            policy, config.model, config.rollout_backend, bool(config.use_cpu), given)
+            policy, config.model_for(policy), config.rollout_backend, bool(config.use_cpu), given)
         update_workers[policy] = RayUpdateWorker(policy, update_actor, Path(run_dir), pools)
-        rollout_workers[policy] = RayRolloutWorker(policy, rollout_actor, _driver_tokenizer(config, given), update_workers[policy])
+        rollout_workers[policy] = RayRolloutWorker(policy, rollout_actor, _driver_tokenizer(config, policy, given), update_workers[policy])
 
     make_kwargs = config.env_make_kwargs("train")
     env_actors = [env_cls.options(max_restarts=0, **requests["env"], **pools.strategy("envs", i)).remote(config.env, make_kwargs)
@@ -130,7 +130,7 @@ def start_ray_workers(config: Any, policies: list[str], run_dir: Path,
     return rollout_workers, update_workers, RayBranchStepper(env_actors)
 
 
-def _driver_tokenizer(config: Any, given: tuple[Any, Any] | None) -> Any:
+def _driver_tokenizer(config: Any, policy: str, given: tuple[Any, Any] | None) -> Any:
     """The tokenizer the driver builds prompts with (the model itself lives in the actors)."""
     if given is not None:
         return given[1]
@@ -138,7 +138,7 @@ def _driver_tokenizer(config: Any, given: tuple[Any, Any] | None) -> Any:
 
     from mas_trainer.models import resolve_model
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.model))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.model_for(policy)))
     tokenizer.padding_side = "left"  # as models.load_model_and_tokenizer prepares it
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -49,7 +49,7 @@ class UpdateActor:
         from mas_trainer.trainer import ATGRPOTrainer
         from mas_trainer.workers import UpdateWorker
 
-        model, tokenizer = _model(config.model, config.use_cpu, given)
+        model, tokenizer = _model(config.model_for(policy), config.use_cpu, given)
         trainer = ATGRPOTrainer(model=model, args=config, processing_class=tokenizer, policy_name=policy,
                                 logging_dir=logging_dir)
         self.worker = UpdateWorker(policy, trainer)
