@@ -17,7 +17,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from mas_envs.registry import env_init_kwargs
-from mas_trainer.env_presets import ENV_DEFAULTS, default_max_new_tokens
+from mas_trainer.env_presets import ENV_DEFAULTS, default_max_new_tokens, default_role_budgets
 from mas_trainer.role_maps import parse_role_map
 
 POLICY_MODES = ("shared", "specialized", "lora")
@@ -299,8 +299,13 @@ class ATGRPOConfig(GRPOConfig):
             raise ValueError(f"env_kwargs must not set {sorted(reserved)}: use the config fields of the same name")
         if self.max_completion_length is None:
             # Room for the env's answer format (a direction word, a move list, a grid, a short program).
-            self.max_completion_length = default_max_new_tokens(
-                self.env, self.workflow, {**ENV_DEFAULTS.get(self.env, {}), **self.env_kwargs})
+            env_kwargs = {**ENV_DEFAULTS.get(self.env, {}), **self.env_kwargs}
+            self.max_completion_length = default_max_new_tokens(self.env, self.workflow, env_kwargs)
+            role_budgets = default_role_budgets(self.env, self.workflow, env_kwargs)
+            if role_budgets is not None and self.role_max_completion_length is None:
+                # The tool writes a program, the planner answers what a single agent answers (env_presets).
+                self.role_max_completion_length = ",".join(f"{r}={n}" for r, n in role_budgets.items())
+                self.max_completion_length = max(role_budgets.values())
         self._validate_role_maps()
         if self.policy_mode == "specialized" and self.workflow == "single":
             raise ValueError("policy_mode='specialized' needs several roles; use workflow='mas' or policy 'shared'")

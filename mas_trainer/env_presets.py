@@ -39,3 +39,21 @@ def default_max_new_tokens(env: str, workflow: str, env_kwargs: dict[str, Any] |
         return _SUDOKU_9X9_TOKENS["single" if workflow == "single" else "mas"]
     table = _SINGLE_TOKENS if workflow == "single" else _MAS_TOKENS
     return table.get(env, 8 if workflow == "single" else 48)
+
+
+# The tool agent's program budget, sized by measurement: the scripted tool program (the env's own solver,
+# written as the program a tool agent should write) is at most 348 / 522 / 377 tokens for Plan-Path / Sokoban
+# / 4x4 Sudoku in the SmolLM2 tokenizer (309 / 469 / 342 in Qwen2.5's), over 8 tasks each; the budget is
+# that x 1.25, rounded up to a multiple of 32 (tests/test_env_presets.py re-measures it). The planner answers
+# exactly what the single agent answers, so it gets the single agent's budget: equal budgets for the same answer.
+_TOOL_TOKENS = {"plan_path": 448, "sokoban": 672, "sudoku": 480}
+PUZZLE_ENVS = tuple(_TOOL_TOKENS)
+
+
+def default_role_budgets(env: str, workflow: str, env_kwargs: dict[str, Any] | None = None) -> dict[str, int] | None:
+    """Per-role answer budgets of the grid puzzles' ``mas`` workflow (``None`` elsewhere: one budget for all)."""
+    if workflow != "mas" or env not in _TOOL_TOKENS:
+        return None
+    if env == "sudoku" and int((env_kwargs or {}).get("size", 4)) == 9:
+        return None  # no measured tool program for 9x9: keep the one mas budget
+    return {"tool": _TOOL_TOKENS[env], "planner": default_max_new_tokens(env, "single", env_kwargs)}

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mas_trainer.env_presets import default_max_new_tokens  # the trainer's answer budget (a light module)
+from mas_trainer.env_presets import default_max_new_tokens, default_role_budgets  # light module
 from mas_trainer.role_maps import parse_role_map
 
 SCHEMA_VERSION = 1
@@ -409,6 +409,10 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
         temperature = 1.0 if request.samples > 1 else 0.0
     max_new_tokens = request.max_new_tokens or int((run_config or {}).get("max_completion_length") or 0) or (
         default_max_new_tokens(request.env, workflow, env_kwargs))
+    role_budgets = None if request.max_new_tokens else answer_budgets_of_roles(request.env, workflow, env_kwargs,
+                                                                                run_config, roles)
+    if role_budgets is not None:
+        max_new_tokens = max(role_budgets.values())
 
     envs = make_eval_envs(request.env, env_kwargs, workflow, request.split, request.episodes, request.seed)
     if progress:
@@ -416,7 +420,8 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
               f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})")
     start = time.perf_counter()
     rollout = play(envs, loaded, routing, samples=request.samples, temperature=float(temperature),
-                   top_p=request.top_p, max_new_tokens=max_new_tokens, seed=request.seed, progress=progress,
+                   top_p=request.top_p, max_new_tokens=role_budgets or max_new_tokens, seed=request.seed,
+                   progress=progress,
                    backend=request.backend)
     wall = time.perf_counter() - start
     episodes, summary = summarize(rollout, roles, wall)
@@ -426,7 +431,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
                 "split": request.split, "eval_set_fingerprint": fingerprint},
         "method": method,
         "model": _model_block(loaded),
-        "decoding": _decoding_block(temperature, request.samples, max_new_tokens, request.top_p),
+        "decoding": _decoding_block(temperature, request.samples, max_new_tokens, request.top_p, role_budgets),
         "seed": int(request.seed),
         "episodes": episodes,
         "summary": summary,
@@ -454,9 +459,25 @@ def _model_block(loaded: LoadedPolicies) -> dict[str, Any]:
     }
 
 
-def _decoding_block(temperature: float, samples: int, max_new_tokens: int, top_p: float) -> dict[str, Any]:
+def answer_budgets_of_roles(env: str, workflow: str, env_kwargs: dict[str, Any], run_config: dict[str, Any] | None,
+                            roles: list[str]) -> dict[str, int] | None:
+    """Per-role budgets: the trained run's ``role_max_completion_length``, else the env's defaults, else None."""
+    text = (run_config or {}).get("role_max_completion_length")
+    if run_config is not None and not text:
+        return None  # the run sampled every role with one budget: evaluate it the same way
+    budgets = parse_role_map(text, "role_max_completion_length", int) if text else default_role_budgets(
+        env, workflow, env_kwargs)
+    if not isinstance(budgets, dict) or set(budgets) != set(roles):
+        return None
+    return {r: int(budgets[r]) for r in roles}
+
+
+def _decoding_block(temperature: float, samples: int, max_new_tokens: int, top_p: float,
+                    role_budgets: dict[str, int] | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {"temperature": float(temperature), "samples": int(samples),
                              "max_new_tokens": int(max_new_tokens)}
+    if role_budgets is not None:
+        block["max_new_tokens_per_role"] = dict(role_budgets)
     if temperature > 0 and top_p < 1.0:
         block["top_p"] = float(top_p)
     return block

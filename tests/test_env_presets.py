@@ -76,3 +76,22 @@ def test_preset_parse_penalties_sit_below_the_worst_valid_turn():
     env.step("I am not sure.")
     assert env.unwrapped.rewards["solver"] == ENV_DEFAULTS["sokoban"]["parse_penalty"]
     assert env.unwrapped.infos["solver"]["parse_error"]
+
+
+@pytest.mark.parametrize("env_name", ["plan_path", "sokoban", "sudoku"])
+def test_tool_budget_is_the_measured_scripted_program_with_headroom(real_tokenizer, env_name):
+    """The tool's budget: the scripted tool program's longest token length (8 tasks) x 1.25, rounded up to 32;
+    the planner's budget is the single agent's (the same answer gets the same budget)."""
+    from mas_trainer.env_presets import default_role_budgets
+
+    settings = ENV_DEFAULTS.get(env_name, {})
+    budgets = default_role_budgets(env_name, "mas", settings)
+    longest = 0
+    for task_index in range(8):
+        env = make_env(env_name, workflow="mas", split="test", **settings)
+        env.reset(seed=0, options={"task_index": task_index})
+        program = env.unwrapped.scripted_action("tool")
+        longest = max(longest, len(real_tokenizer(program, add_special_tokens=False)["input_ids"]))
+    assert budgets["tool"] == -(-int(longest * 1.25) // 32) * 32, (longest, budgets)
+    assert budgets["planner"] == default_max_new_tokens(env_name, "single", settings)
+    assert default_role_budgets(env_name, "single", settings) is None

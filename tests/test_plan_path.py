@@ -327,3 +327,43 @@ def test_any_text_is_handled_without_internal_errors(text):
 def test_render_ansi_shows_the_grid():
     env = env_on(HAND, render_mode="ansi")
     assert env.render().splitlines()[:3] == ["A..", ".#.", "..G"]
+
+
+def test_tool_reward_is_graded_and_its_team_term_is_the_turns_outcome():
+    """Tool local reward: ran + valid (0.5), reaches the goal (+0.25), optimum/length (+0.25 x ratio);
+    failing code is a parse error; the team term is what the team earns when the printed action is executed."""
+    from mas_envs.envs.puzzle_env import TOOL_CREDIT
+
+    def tool_step(code: str):
+        env = make_env("plan_path", preset="4x4", workflow="mas", split="test", parse_penalty=-0.12)
+        env.reset(seed=0, options={"task_index": 3})
+        maze, walk = env.unwrapped.maze, env.unwrapped.walk
+        env.step("```python\n" + code + "\n```")
+        return env, maze, walk, env.infos["tool"]
+
+    from mas_envs.games import plan_path as game
+
+    env, maze, walk, _ = tool_step("print(1)")
+    path = game.shortest_path(maze, walk.pos)
+    assert len(path) >= 2
+    _, _, _, best = tool_step(env.unwrapped._scripted_tool_code())
+    assert best["local_reward"] == pytest.approx(sum(TOOL_CREDIT.values()))
+    assert best["parse_error"] is None and best["team_reward"] > game.GOAL_BONUS  # reaches the goal optimally
+    # The same action executed by the planner gives the planner that very team term.
+    env2 = make_env("plan_path", preset="4x4", workflow="mas", split="test", parse_penalty=-0.12)
+    env2.reset(seed=0, options={"task_index": 3})
+    env2.step("```python\nprint('no moves')\n```")
+    env2.step(json.dumps(path))
+    assert env2.infos["planner"]["team_reward"] == pytest.approx(best["team_reward"])
+    # A detour that still reaches the goal: optimum / length of the credit.
+    back = {"U": "D", "D": "U", "L": "R", "R": "L"}
+    free = next(m for m in "UDLR" if maze.is_free((walk.pos[0] + game.MOVES[m][0], walk.pos[1] + game.MOVES[m][1]))
+                and (walk.pos[0] + game.MOVES[m][0], walk.pos[1] + game.MOVES[m][1]) != maze.goal)
+    detour = [free, back[free]] + path
+    _, _, _, long = tool_step(f"print({json.dumps(detour)!r})")
+    assert long["local_reward"] == pytest.approx(0.75 + 0.25 * len(path) / len(detour))
+    _, _, _, wrong = tool_step(f"print({json.dumps([free])!r})")  # valid, does not reach the goal
+    assert wrong["local_reward"] == pytest.approx(0.5)
+    for bad in ("raise SystemExit(3)", "print('hello')"):
+        _, _, _, failed = tool_step(bad)
+        assert failed["local_reward"] == pytest.approx(-0.12) and failed["parse_error"]

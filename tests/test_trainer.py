@@ -125,7 +125,9 @@ def test_config_cpu_defaults():
     assert single.gradient_checkpointing is False and single.temperature == 1.0
     assert single.bf16 is (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     assert single.num_generations == 8 and single.model == "smollm2-135m"
-    assert ATGRPOConfig(output_dir="unused").max_completion_length == 48  # mas: the tool writes code
+    mas = ATGRPOConfig(output_dir="unused")  # mas: the tool writes a program, the planner answers as single does
+    assert mas.role_max_completion_length == "tool=448,planner=8" and mas.max_completion_length == 448
+    assert mas.sampling_of_roles(["tool", "planner"])[0] == {"tool": 448, "planner": 8}
     kwargs = ATGRPOConfig(output_dir="unused", env_kwargs='{"preset": "4x4"}').env_make_kwargs("test")
     assert kwargs["preset"] == "4x4" and kwargs["split"] == "test" and kwargs["workflow"] == "mas"
 

@@ -115,6 +115,11 @@ class PlanPathEnv(PuzzleEnv):
         self.walk, reward, feedback = game.apply_moves(self.maze, self.walk, action)
         return reward, feedback, self.walk.reached
 
+    def _optimality(self, state_before: Any, action: Any) -> float:
+        maze, walk, _ = state_before
+        used = self.walk.moves + self.walk.invalid - walk.moves - walk.invalid  # moves spent by this action
+        return min(1.0, maze.distances[walk.pos] / used) if used > 0 else 1.0
+
     def _is_success(self) -> bool:
         return bool(self.walk is not None and self.walk.reached)
 

@@ -7,10 +7,18 @@ Two workflows, as in the paper:
   the sandbox. Then the ``planner`` sees the puzzle, the tool's code and its output, and answers with
   the action that is executed on the puzzle.
 
-Rewards. The executing role (solver / planner) gets ``team`` = the puzzle's reward for its action and
-``local`` = 0 (or the parse penalty). The tool's action does not change the puzzle, so it is scored by
-what its printed action *would* earn: ``team`` = that reward on a scratch copy, ``local`` = 0 when the
-code ran and printed a parseable action, else the parse penalty.
+Rewards (``reward = alpha * team + local``; docs/REWARDS.md has the table per env).
+
+* ``team`` is the team's outcome of the turn: the puzzle's reward for the action that is (or, for the
+  tool, would be) executed. The planner's team term is the reward of the action it executes. The tool acts
+  first and does not change the puzzle, so its team term is what the team earns this turn when its
+  printed action is executed (the planner following it), computed on a scratch copy: the same number
+  the planner's team term is when the planner follows the tool.
+* ``local`` is the role's own graded work. Solver / planner: 0, or the parse penalty for an unparseable
+  answer. Tool: the parse penalty when there is no code, the code fails (error, time-out) or its output is
+  no valid answer (the env contract: an unparseable action is penalised); else the sum of the
+  ``TOOL_CREDIT`` parts it earns: it ran and printed a valid action (0.25 + 0.25), that action solves the
+  puzzle or reaches the goal (0.25), and its length against the optimum (0.25 x optimum / length).
 
 A subclass provides the puzzle through a handful of hooks (see "puzzle hooks" below); the game rules
 themselves live in ``mas_envs.games``.
@@ -24,6 +32,9 @@ from mas_envs.core.text_env import StepResult, TextAECEnv
 from mas_envs.parsing import extract_code_block
 
 TOOL_OUTPUT_CHARS = 2000  # how much of the tool's stdout the planner is shown
+# The tool's local reward, graded: each part earned adds its weight (a program that prints an optimal
+# solving answer earns 1.0; one that prints a valid but useless answer 0.5).
+TOOL_CREDIT = {"ran": 0.25, "valid": 0.25, "solves": 0.25, "optimal": 0.25}
 
 
 class PuzzleEnv(TextAECEnv):
@@ -108,16 +119,26 @@ class PuzzleEnv(TextAECEnv):
             return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
         action, error = self._parse_action(result.stdout)
         if error is not None:
-            why = f"output is not a valid answer: {error}"
+            why = f"output is not a valid answer: {error}"  # no answer: a parse error, penalised like any
             return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
-        return StepResult(team=self._simulate(action), feedback="code ran; output parsed", info=info)
+        team, solves, optimality = self._simulate(action)
+        credit = TOOL_CREDIT["ran"] + TOOL_CREDIT["valid"]
+        if solves:
+            credit += TOOL_CREDIT["solves"] + TOOL_CREDIT["optimal"] * optimality
+        info["tool_credit"] = credit
+        return StepResult(team=team, local=credit, feedback="code ran; output parsed", info=info)
 
-    def _simulate(self, action: Any) -> float:
-        """Reward ``action`` would earn, without changing the puzzle."""
+    def _simulate(self, action: Any) -> tuple[float, bool, float]:
+        """``(reward, solves, optimality)`` that ``action`` would earn, without changing the puzzle."""
         saved = self._puzzle_state()
-        reward, _, _ = self._apply(action)
+        reward, _, done = self._apply(action)
+        optimality = self._optimality(saved, action) if done else 0.0
         self._set_puzzle_state(saved)
-        return reward
+        return reward, bool(done), optimality
+
+    def _optimality(self, state_before: Any, action: Any) -> float:
+        """Optimum / length of a solving ``action`` from ``state_before``, in (0, 1]; 1.0 where not defined."""
+        return 1.0
 
     # ------------------------------------------------------------------ prompts
     def _prompt(self, agent: str) -> str:
