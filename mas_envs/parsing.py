@@ -11,21 +11,32 @@ import re
 
 MAX_PARSE_CHARS = 20_000  # longer outputs are cut before parsing (a degenerate 1 MB completion must stay cheap)
 
-_CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_OPEN_CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*)$", re.DOTALL | re.IGNORECASE)
+_FENCE_OPEN = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n")  # an opening fence and its language tag
+_PYTHON_TAGS = {"python", "python3", "py"}
 
 
 def extract_code_block(text: str) -> tuple[str | None, str | None]:
-    """The last fenced Python block (an unterminated final block counts)."""
+    """The code of the reply: the last block fenced as Python, else the last plain fenced block.
+
+    An unterminated final block counts (a reply cut by its token budget). A Python-tagged block wins over
+    untagged ones: models often quote the input (a grid) in a plain block before writing their program.
+    """
     text = text[:MAX_PARSE_CHARS]
-    blocks = _CODE_BLOCK.findall(text)
-    if blocks:
-        code = blocks[-1]
-    else:
-        m = _OPEN_CODE_BLOCK.search(text)
-        if not m:
-            return None, "no ```python code block found"
-        code = m.group(1)
+    blocks: list[tuple[bool, str]] = []  # (tagged as python, code)
+    position = 0
+    while (m := _FENCE_OPEN.search(text, position)) is not None:
+        tag = (m.group(1) or "").lower()
+        end = text.find("```", m.end())
+        code = text[m.end():] if end < 0 else text[m.end():end]
+        if tag in _PYTHON_TAGS or not tag:
+            blocks.append((bool(tag), code))
+        if end < 0:
+            break
+        position = end + 3
+    if not blocks:
+        return None, "no ```python code block found"
+    tagged = [code for is_python, code in blocks if is_python]
+    code = tagged[-1] if tagged else blocks[-1][1]
     if not code.strip():
         return None, "empty code block"
     return code, None

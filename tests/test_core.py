@@ -158,3 +158,16 @@ def test_move_parser_is_lenient_with_prose_but_strict_with_bad_lists():
     assert moves is None and "other than U/D/L/R" in error
     moves, error = parse_move_list("A = you, G = goal")
     assert moves is None and "no action list" in error
+
+
+def test_code_block_prefers_the_python_block_over_a_quoted_grid():
+    """Seen with Qwen2.5-Coder-0.5B as the tool agent: it quotes the grid in a plain block, then writes its
+    program in a ```python block cut by the token budget; the program is what runs."""
+    from mas_envs.parsing import extract_code_block
+
+    reply = "The grid:\n```\n...#\n..A.\n```\nHere is the program:\n```python\nimport sys\nprint('[\"U\"]')\n"
+    assert extract_code_block(reply) == ("import sys\nprint('[\"U\"]')\n", None)
+    assert extract_code_block("```python\nprint(1)\n```\n```\nprint(2)\n```")[0] == "print(1)\n"
+    assert extract_code_block("```\nprint(2)\n```")[0] == "print(2)\n"  # an untagged block still counts
+    assert extract_code_block("```text\nhello\n```")[0] is None
+    assert extract_code_block("```py\n   \n```") == (None, "empty code block")
