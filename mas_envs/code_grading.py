@@ -5,17 +5,22 @@ Nothing here executes generated code in this process: every program runs through
 
 * **stdio problems** -- every test is one sandboxed run of the program with the test's input on
   stdin; it passes when the output matches (whitespace-insensitive, numbers within 1e-6).
-* **function problems** -- one sandboxed run of a *harness* per program: it runs the problem's
-  context and the program (with ``__name__`` not ``"__main__"``, so a demo ``main`` does not run),
-  binds ``candidate`` to the entry-point function (or the method of ``class Solution``), then runs
-  the test steps in order, each under its own time limit (``SIGALRM``), and prints one result line
-  per test, tagged with a nonce the program cannot know in advance. The program's own prints are
-  discarded. If the process dies (hard timeout, ``os._exit``, memory), the test it was on is
-  recorded as failed and the harness resumes after it in a new process (at most
-  ``MAX_RESUMES`` times; tests never reached are "not run"). After ``MAX_TIMEOUTS`` timed-out tests
-  the rest are not run, so an endless loop costs about two time limits, not one per test.
-  The nonce guards against accidental interference (a program printing look-alike lines), not
-  against a program written to inspect the harness's memory and forge results.
+* **function problems** -- graded so that the program cannot touch its own grade. Two kinds of
+  sandboxed process take part (:mod:`mas_envs.grading_harness`): a *runner* holds the program and no
+  tests; it calls the entry point (or the method of ``class Solution``) on argument lists it is given
+  and returns each result as plain data (:mod:`mas_envs.value_wire`: exact builtin types only, size-
+  capped). A *judge* holds the tests and no program: ``candidate`` there answers each call with the
+  runner's recorded result, rebuilt as a real builtin value, so an object whose ``__eq__`` always says
+  True never reaches a comparison, and patched ``json``/``print``/builtins or a replaced harness in the
+  runner can only change which values are claimed, which the judge then checks. The calls a suite
+  makes are found once per suite (a judge run whose stand-in accepts everything; cached), every
+  program of a batch is run on them, and one judge run per suite judges the whole batch. A test whose
+  arguments depend on earlier results asks for more calls, answered in another round (at most
+  ``MAX_JUDGE_ROUNDS``). A test sees return values, not changes the program makes to its arguments.
+  If a runner dies (hard timeout, ``os._exit``, memory), the call it was on is recorded as crashed and
+  it resumes after it in a new process (at most ``MAX_RESUMES`` times); after ``MAX_TIMEOUTS``
+  timed-out calls the rest are not run, so an endless loop costs about two time limits, not one per
+  test. Results travel as JSON lines framed by a per-run secret given on stdin.
 
 The tester's text becomes a :class:`TestSuite` with :func:`parse_tester_tests` (format in
 :data:`TESTER_FORMAT_FUNCTION` / :data:`TESTER_FORMAT_STDIO`).
@@ -25,17 +30,22 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import hmac
 import json
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from mas_envs.data.code_problems import FUNCTION, STDIO, StdioCase, TestStep, TestSuite, steps_from_source
+from mas_envs.grading_harness import judge_source, runner_source
 from mas_envs.parsing import MAX_PARSE_CHARS, extract_code_block
 
 MAX_TESTS = 20  # tests beyond this many in one tester message are ignored (keeps grading cheap)
-MAX_RESUMES = 3  # new harness processes after the program killed one
-MAX_TIMEOUTS = 2  # after this many timed-out tests the rest are not run (an endless loop costs ~2 limits, not n)
+MAX_RESUMES = 3  # new processes after the program (or a test) killed one
+MAX_TIMEOUTS = 2  # after this many timed-out calls the rest are not run (an endless loop costs ~2 limits, not n)
+MAX_JUDGE_ROUNDS = 4  # runner + judge rounds for tests whose arguments come from earlier results
+MAX_CALLS = 5_000  # distinct calls of one program on one suite
 DETAIL_CHARS = 300  # how much of an error / got-value a result keeps
 
 TESTER_FORMAT_FUNCTION = (
@@ -136,10 +146,9 @@ class Grader:
         from mas_envs.sandbox import Job, run_many  # lazily: loading problems needs no sandbox
 
         reports: list[GradeReport | None] = [None] * len(requests)
-        # stdio tests and first harness runs go out as one parallel batch
         jobs: list[Job] = []
-        owners: list[tuple[int, int]] = []  # (request index, case index or -1 for a harness run)
-        harness_state: dict[int, _HarnessProgress] = {}
+        owners: list[tuple[int, int]] = []
+        functions: list[tuple[int, _FunctionGrading]] = []
         for r, req in enumerate(requests):
             if req.suite.n_tests == 0:
                 reports[r] = GradeReport((), load_error="no tests")
@@ -149,102 +158,287 @@ class Grader:
                     jobs.append(Job(program, case.input, self.test_timeout, self.memory_mb, 200_000))
                     owners.append((r, c))
             else:
-                harness_state[r] = _HarnessProgress(req.suite.n_tests)
-                jobs.append(self._harness_job(req, 0))
-                owners.append((r, -1))
+                functions.append((r, _FunctionGrading(req)))
+        # stdio tests: one run each, compared here, in this process
         stdio_outcomes: dict[int, list[TestOutcome]] = {}
-        for rounds in range(MAX_RESUMES + 1):
-            results = run_many(jobs, max_workers=self.max_workers) if jobs else []
-            next_jobs, next_owners = [], []
-            for (r, c), job, result in zip(owners, jobs, results):
-                req = requests[r]
-                if c >= 0:
-                    outcomes = stdio_outcomes.setdefault(r, [TestOutcome("not run")] * req.suite.n_tests)
-                    outcomes[c] = _stdio_outcome(result, req.suite.cases[c])
-                    continue
-                progress = harness_state[r]
-                progress.absorb(result, _nonce(job.code))
-                if progress.finished:
-                    continue
-                if rounds < MAX_RESUMES and progress.timeouts < MAX_TIMEOUTS:
-                    next_jobs.append(self._harness_job(req, progress.next_index, progress.timeouts))
-                    next_owners.append((r, -1))
-            jobs, owners = next_jobs, next_owners
-            if not jobs:
-                break
+        for (r, c), result in zip(owners, run_many(jobs, max_workers=self.max_workers) if jobs else []):
+            outcomes = stdio_outcomes.setdefault(r, [TestOutcome("not run")] * requests[r].suite.n_tests)
+            outcomes[c] = _stdio_outcome(result, requests[r].suite.cases[c])
         for r, outcomes in stdio_outcomes.items():
             reports[r] = GradeReport(tuple(outcomes))
-        for r, progress in harness_state.items():
-            reports[r] = progress.report()
+        self._grade_functions([g for _, g in functions])
+        for r, grading in functions:
+            reports[r] = grading.report()
         return [rep if rep is not None else GradeReport((), load_error="not graded") for rep in reports]
 
-    def _harness_job(self, req: GradeRequest, start: int, prior_timeouts: int = 0):
+    # ------------------------------------------------------------------ function problems
+    def _grade_functions(self, gradings: list[_FunctionGrading]) -> None:
+        """Discover each suite's calls (cached), then alternate runner and judge rounds until every test
+        has a verdict: a judge round may ask for calls whose arguments came from earlier results."""
+        self._discover({g.suite_id: g for g in gradings if g.suite_id not in _DISCOVERED}.values())
+        for g in gradings:
+            g.want(_DISCOVERED.get(g.suite_id, ()))
+        active = list(gradings)
+        for _round in range(MAX_JUDGE_ROUNDS):
+            self._run_programs([g for g in active if g.todo() or not g.loaded])
+            active = [g for g in active if g.load_error is None]
+            self._judge(active)
+            active = [g for g in active if g.pending]
+            if not active:
+                return
+        for g in active:
+            g.give_up()
+
+    def _discover(self, gradings) -> None:
+        """One judge run per new suite with every call answered by an all-accepting stand-in: it records
+        the calls the tests make, so the programs can be run on all of them at once."""
+        from mas_envs.sandbox import run_many
+
+        gradings = list(gradings)
+        jobs = [self._judge_job(g, [{"results": {}}], 0, 0, discovering=True) for g in gradings]
+        for g, job, result in zip(gradings, jobs, run_many(jobs, max_workers=self.max_workers) if jobs else []):
+            keys: list[str] = []
+            for fields in _framed(result.stdout, job.stdin):
+                if len(fields) == 5 and isinstance(fields[4], list):
+                    keys += [k for k in fields[4] if isinstance(k, str) and k not in keys]
+            _remember(g.suite_id, tuple(keys[:MAX_CALLS]))
+
+    def _run_programs(self, gradings: list[_FunctionGrading]) -> None:
+        from mas_envs.sandbox import run_many
+
+        plans = [(g, g.todo()) for g in gradings]
+        starts = {id(g): 0 for g in gradings}
+        for resume in range(MAX_RESUMES + 1):
+            if not plans:
+                return
+            jobs = [self._runner_job(g, keys, starts[id(g)]) for g, keys in plans]
+            next_plans = []
+            for (g, keys), job, result in zip(plans, jobs, run_many(jobs, max_workers=self.max_workers)):
+                resume_at = g.absorb_run(result, keys, job.stdin, starts[id(g)])
+                if resume_at is None:
+                    continue
+                if resume < MAX_RESUMES and g.timeouts() < MAX_TIMEOUTS:
+                    starts[id(g)] = resume_at
+                    next_plans.append((g, keys))
+                else:
+                    g.skip(keys[resume_at:], "an earlier test killed the program")
+            plans = next_plans
+
+    def _judge(self, gradings: list[_FunctionGrading]) -> None:
+        from mas_envs.sandbox import run_many
+
+        groups: dict[str, list[_FunctionGrading]] = {}
+        for g in gradings:
+            g.pending = False
+            if not g.recall_verdicts():
+                groups.setdefault(g.suite_id, []).append(g)
+        plans = [(members, 0, 0) for members in groups.values()]
+        for resume in range(MAX_RESUMES + 1):
+            if not plans:
+                break
+            jobs = [self._judge_job(members[0], [{"results": g.results} for g in members], p0, k0)
+                    for members, p0, k0 in plans]
+            next_plans = []
+            for (members, p0, k0), job, result in zip(plans, jobs, run_many(jobs, max_workers=self.max_workers)):
+                resume_at = _absorb_judgement(members, result, job.stdin, p0, k0)
+                if resume_at is not None and resume < MAX_RESUMES:
+                    next_plans.append((members, *resume_at))
+            plans = next_plans
+        for g in gradings:
+            g.store_verdicts()
+
+    def _runner_job(self, g: _FunctionGrading, keys: list[str], start: int):
         from mas_envs.sandbox import Job
 
-        remaining = req.suite.n_tests - start
-        # Room for a few slow tests; a program that is slower than that resumes in a new process.
-        wall = self.test_timeout * (min(remaining, 3) + 1) + 1.0
-        code = build_harness(
-            req.program, req.suite.steps, req.entry_point, req.context, start, self.test_timeout, prior_timeouts
-        )
-        return Job(code, "", wall, self.memory_mb, 1_000_000)
+        code = runner_source(g.req.program, g.req.context, g.req.entry_point, MAX_TIMEOUTS)
+        payload = {"keys": keys, "start": start, "prior_timeouts": g.timeouts(), "limit": self.test_timeout}
+        # Room for loading and a few slow calls; a program slower than that resumes in a new process.
+        wall = self.test_timeout * (min(len(keys) - start, 3) + 1) + 1.0
+        return Job(code, _framing(code, payload), wall, self.memory_mb, 4_000_000)
+
+    def _judge_job(self, g: _FunctionGrading, programs: list[dict], start_program: int, start_test: int,
+                   discovering: bool = False):
+        from mas_envs.sandbox import Job
+
+        code = judge_source(g.steps, g.req.context, g.req.entry_point, MAX_TIMEOUTS)
+        payload = {"programs": programs, "start_program": start_program, "start_test": start_test,
+                   "discovering": discovering, "limit": self.test_timeout}
+        wall = self.test_timeout * (MAX_TIMEOUTS * len(programs) + 2) + 1.0
+        return Job(code, _framing(code, payload), wall, self.memory_mb, 4_000_000)
 
 
-class _HarnessProgress:
-    """Collects per-test results of a function problem across resumed harness runs."""
+# Shared by every Grader in this process: the calls discovered per suite (sha256 of its judge), and
+# the verdicts per (suite, results) -- a judge sees only data, so equal results get equal verdicts and
+# a branch graded again after its batch needs no new judge run.
+_DISCOVERED: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+_VERDICTS: OrderedDict[str, tuple[TestOutcome, ...]] = OrderedDict()
+_CACHE_ENTRIES = 4096
+_SECRET_KEY = os.urandom(32)
 
-    def __init__(self, n_tests: int):
-        self.outcomes: list[TestOutcome | None] = [None] * n_tests
-        self.load_error: str | None = None
-        self.finished = False
 
-    @property
-    def timeouts(self) -> int:
-        return sum(o is not None and o.status == "timeout" for o in self.outcomes)
+def _remember(suite_id: str, keys: tuple[str, ...]) -> None:
+    _lru_put(_DISCOVERED, suite_id, keys)
 
-    @property
-    def next_index(self) -> int:
-        return next((i for i, o in enumerate(self.outcomes) if o is None), len(self.outcomes))
 
-    def absorb(self, result, nonce: str) -> None:
-        done = loaded = False
-        for line in result.stdout.splitlines():
-            if not line.startswith(nonce + " "):
-                continue
+def _lru_put(cache: OrderedDict, key: str, value) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > _CACHE_ENTRIES:
+        cache.popitem(last=False)
+
+
+def _framing(code: str, payload: dict) -> str:
+    """stdin of a grading program: a secret first (keyed on the content, so identical runs stay
+    cacheable; unknown to a program written in advance), then the job as JSON."""
+    body = json.dumps(payload, separators=(",", ":"))
+    secret = "MAS" + hmac.new(_SECRET_KEY, (code + "\0" + body).encode("utf-8", "surrogatepass"), "sha256").hexdigest()[:32]
+    return secret + "\n" + body
+
+
+def _framed(stdout: str, stdin: str):
+    """The JSON lists a grading program printed under its secret (anything else is ignored)."""
+    prefix = stdin.split("\n", 1)[0] + " "
+    for line in stdout.splitlines():
+        if line.startswith(prefix):
             try:
-                index, status, detail = json.loads(line[len(nonce) + 1:])
-            except (ValueError, TypeError):
+                fields = json.loads(line[len(prefix):])
+            except (ValueError, RecursionError):
                 continue
-            if index == -1 and status == "loaded":
+            if isinstance(fields, list) and fields:
+                yield fields
+
+
+def _killed(result) -> tuple[str, str]:
+    why = result.reason if result.reason != "ok" else "exited"
+    return ("timeout" if why == "timeout" else "crash"), why
+
+
+class _FunctionGrading:
+    """One program on one function-problem suite: the runner's results by call, the tests' verdicts."""
+
+    def __init__(self, req: GradeRequest):
+        self.req = req
+        self.steps = [(s.source, s.is_test, _probe(s.source) if s.is_test else None) for s in req.suite.steps]
+        self.suite_id = hashlib.sha256(json.dumps([self.steps, req.context, req.entry_point]).encode(
+            "utf-8", "surrogatepass")).hexdigest()
+        self.wanted: list[str] = []
+        self.results: dict[str, list] = {}
+        self.loaded = False
+        self.load_error: str | None = None
+        self.outcomes: list[TestOutcome | None] = [None] * req.suite.n_tests
+        self.pending = False
+
+    def want(self, keys) -> None:
+        for key in keys:
+            if key not in self.results and key not in self.wanted and len(self.wanted) < MAX_CALLS:
+                self.wanted.append(key)
+
+    def todo(self) -> list[str]:
+        return [k for k in self.wanted if k not in self.results]
+
+    def timeouts(self) -> int:
+        return sum(r[0] == "timeout" for r in self.results.values())
+
+    def skip(self, keys: list[str], why: str) -> None:
+        for key in keys:
+            self.results.setdefault(key, ["skipped", why])
+
+    def absorb_run(self, result, keys: list[str], stdin: str, start: int) -> int | None:
+        """Record one runner process's results; the index to resume at if it died, else None."""
+        loaded = done = False
+        for fields in _framed(result.stdout, stdin):
+            head = fields[0]
+            if head == "load" and len(fields) == 3:
                 loaded = True
-            elif index == -1:
-                self.load_error = f"{status}: {detail}"
-                self.outcomes = [TestOutcome(status, "the program failed to load") for _ in self.outcomes]
+                if fields[1] != "ok":
+                    status = "timeout" if fields[1] == "timeout" else "error"
+                    self.fail_to_load(status, f"{status}: {str(fields[2])[:DETAIL_CHARS]}")
+                    return None
+            elif head == "done":
                 done = True
-            elif index == -2:
-                done = True
-            elif isinstance(index, int) and 0 <= index < len(self.outcomes):
-                self.outcomes[index] = TestOutcome(str(status), str(detail)[:DETAIL_CHARS])
-        if not done and not loaded:
+            elif isinstance(head, int) and start <= head < len(keys) and len(fields) >= 2:
+                self.results[keys[head]] = [str(fields[1])] + [f if fields[1] == "ok" else str(f)[:DETAIL_CHARS]
+                                                                for f in fields[2:]]
+        if not loaded:
             # Killed while loading the program: every run would die the same way.
-            why = result.reason if result.reason != "ok" else "exited"
-            self.load_error = f"{why}: the program was killed while loading"
-            self.outcomes = [o or TestOutcome("timeout" if why == "timeout" else "crash", self.load_error) for o in self.outcomes]
-            done = True
-        if not done:
-            # The process died inside the first unfinished test: blame that test, resume after it.
-            i = self.next_index
-            if i < len(self.outcomes):
-                why = result.reason if result.reason != "ok" else "exited"
-                self.outcomes[i] = TestOutcome("timeout" if why == "timeout" else "crash", f"the program was killed ({why})")
-            if self.next_index >= len(self.outcomes):
-                done = True
-        self.finished = done or self.next_index >= len(self.outcomes)
+            status, why = _killed(result)
+            message = f"{why}: the program was killed while loading"
+            self.fail_to_load(status, message, detail=message)
+            return None
+        self.loaded = True
+        missing = [i for i in range(start, len(keys)) if keys[i] not in self.results]
+        if not missing:
+            return None
+        if done:  # the runner stopped after repeated timeouts
+            self.skip([keys[i] for i in missing], "skipped after repeated timeouts")
+            return None
+        status, why = _killed(result)
+        self.results[keys[missing[0]]] = [status, f"the program was killed ({why})"]
+        return missing[0] + 1 if missing[0] + 1 < len(keys) else None
+
+    def fail_to_load(self, status: str, message: str, detail: str = "the program failed to load") -> None:
+        self.load_error = message
+        self.outcomes = [TestOutcome(status, detail) for _ in self.outcomes]
+
+    def _verdict_key(self) -> str:
+        return hashlib.sha256(json.dumps([self.suite_id, sorted(self.results.items())]).encode(
+            "utf-8", "surrogatepass")).hexdigest()
+
+    def recall_verdicts(self) -> bool:
+        """Take the verdicts of an earlier judge run on exactly these results, if there was one."""
+        cached = _VERDICTS.get(self._verdict_key())
+        if cached is not None:
+            self.outcomes = list(cached)
+        return cached is not None
+
+    def store_verdicts(self) -> None:
+        if not self.pending and all(o is not None for o in self.outcomes):
+            _lru_put(_VERDICTS, self._verdict_key(), tuple(self.outcomes))
+
+    def give_up(self) -> None:
+        why = f"the test's calls depend on the program's results beyond {MAX_JUDGE_ROUNDS} rounds"
+        self.outcomes = [o if o is not None else TestOutcome("error", why) for o in self.outcomes]
 
     def report(self) -> GradeReport:
-        why = "skipped after repeated timeouts" if self.timeouts >= MAX_TIMEOUTS else "an earlier test killed the program"
-        outcomes = tuple(o if o is not None else TestOutcome("not run", why) for o in self.outcomes)
+        outcomes = tuple(o if o is not None else TestOutcome("not run", "the grader could not run it")
+                         for o in self.outcomes)
         return GradeReport(outcomes, self.load_error)
+
+
+def _absorb_judgement(members: list[_FunctionGrading], result, stdin: str, p0: int, k0: int) -> tuple[int, int] | None:
+    """Record one judge process's verdicts; where to resume (program, test) if it died, else None."""
+    finished = set()
+    seen: dict[int, set[int]] = {}
+    for fields in _framed(result.stdout, stdin):
+        if fields[0] == "done":
+            return None
+        if not (isinstance(fields[0], int) and p0 <= fields[0] < len(members)):
+            continue
+        g = members[fields[0]]
+        if len(fields) == 2 and fields[1] == "done":
+            finished.add(fields[0])
+        elif len(fields) == 5 and isinstance(fields[1], int) and 0 <= fields[1] < len(g.outcomes):
+            status, detail, needed = str(fields[2]), str(fields[3])[:DETAIL_CHARS], fields[4]
+            seen.setdefault(fields[0], set()).add(fields[1])
+            if status == "need":
+                g.pending = True
+                g.outcomes[fields[1]] = None
+                if isinstance(needed, list):
+                    g.want(k for k in needed if isinstance(k, str))
+            else:
+                g.outcomes[fields[1]] = TestOutcome(status, detail)
+    # The judge died (a test killed it): blame the first test without a verdict, resume after it.
+    status, why = _killed(result)
+    for p in range(p0, len(members)):
+        if p in finished:
+            continue
+        g, first = members[p], (k0 if p == p0 else 0)
+        blamed = next((k for k in range(first, len(g.outcomes)) if k not in seen.get(p, set())), None)
+        if blamed is None:
+            continue
+        g.outcomes[blamed] = TestOutcome(status, f"the test killed the grader ({why})")
+        return (p, blamed + 1) if blamed + 1 < len(g.outcomes) else ((p + 1, 0) if p + 1 < len(members) else None)
+    return None
 
 
 def _stdio_outcome(result, case: StdioCase) -> TestOutcome:
@@ -296,127 +490,6 @@ def _probe(source: str) -> tuple[str, str] | None:
     return None
 
 
-def _nonce(harness_code: str) -> str:
-    # The harness's first line holds its nonce; derived from the content, so runs stay cacheable.
-    return harness_code.split("\n", 1)[0].split("=", 1)[1].strip().strip("'\"")
-
-
-_HARNESS_BODY = r'''
-import sys as _s, json as _j, signal as _g
-class _MasTimeout(BaseException):
-    pass
-def _mas_alarm(*_):
-    raise _MasTimeout()
-_g.signal(_g.SIGALRM, _mas_alarm)
-_out = _s.stdout
-class _Sink:
-    def write(self, s):
-        return len(s)
-    def flush(self):
-        pass
-    def isatty(self):
-        return False
-_s.stdout = _Sink()
-def _report(i, status, detail=""):
-    _out.write(_NONCE + " " + _j.dumps([i, status, str(detail)[:300]]) + "\n")
-    _out.flush()
-def _limited(fn):
-    _g.setitimer(_g.ITIMER_REAL, _LIMIT)
-    try:
-        return fn()
-    finally:
-        _g.setitimer(_g.ITIMER_REAL, 0)
-def _why(e):
-    if isinstance(e, _MasTimeout):
-        return "timeout", "took longer than %gs" % _LIMIT
-    try:
-        return "error", _limited(lambda: "%s: %s" % (type(e).__name__, e))
-    except BaseException:
-        return "error", type(e).__name__
-_ns = {"__name__": "__mas_solution__", "__builtins__": __builtins__}
-if _CONTEXT:
-    try:
-        _limited(lambda: exec(compile(_CONTEXT, "<context>", "exec"), _ns))
-    except BaseException:
-        pass
-try:
-    _limited(lambda: exec(compile(_PROGRAM, "<solution>", "exec"), _ns))
-except BaseException as e:
-    _report(-1, *_why(e))
-    _s.exit(0)
-_cand = None
-_sol = _ns.get("Solution")
-if _ENTRY and isinstance(_sol, type) and hasattr(_sol, _ENTRY):
-    try:
-        _cand = getattr(_sol(), _ENTRY)
-    except BaseException:
-        _cand = None
-if _cand is None and _ENTRY:
-    _cand = _ns.get(_ENTRY)
-_t = dict(_ns)
-_t["__name__"] = "__mas_tests__"
-if _cand is not None:
-    _t["candidate"] = _cand
-    _t[_ENTRY] = _cand
-_report(-1, "loaded")
-_k = -1
-_timeouts = _PRIOR_TIMEOUTS
-for _src, _is_test, _probe in _STEPS:
-    if _is_test:
-        _k += 1
-        if _k < _START:
-            continue
-    try:
-        _code = compile(_src, "<test>", "exec")
-    except BaseException as e:
-        if _is_test:
-            _report(_k, "error", "SyntaxError: %s" % e)
-        continue
-    if _timeouts >= _MAX_TIMEOUTS:
-        break
-    try:
-        _limited(lambda: exec(_code, _t))
-    except AssertionError as e:
-        if _is_test:
-            _d = ""
-            if _probe is not None:
-                try:
-                    _d = _limited(lambda: "expected %s but got %s" % (_probe[1][:120], repr(eval(_probe[0], _t))[:150]))
-                except BaseException as e2:
-                    _d = "%s raised %s" % (_probe[0][:120], _why(e2)[1])
-            _report(_k, "fail", _d or "assertion failed")
-        continue
-    except BaseException as e:
-        if isinstance(e, _MasTimeout):
-            _timeouts += 1
-        if _is_test:
-            _report(_k, *_why(e))
-        continue
-    if _is_test:
-        _report(_k, "pass")
-_report(-2, "done")
-'''
-
-
-def build_harness(
-    program: str,
-    steps: tuple[TestStep, ...],
-    entry_point: str | None,
-    context: str,
-    start: int,
-    limit: float,
-    prior_timeouts: int = 0,
-) -> str:
-    """Source of the harness program (see the module docstring); tests before ``start`` are skipped."""
-    step_data = [(s.source, s.is_test, _probe(s.source) if s.is_test else None) for s in steps]
-    nonce = hashlib.sha256(json.dumps([program, step_data, context, start, prior_timeouts]).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    header = (
-        f"_NONCE = {('MAS' + nonce)!r}\n"
-        f"_PROGRAM = {program!r}\n_CONTEXT = {context!r}\n_ENTRY = {entry_point!r}\n"
-        f"_STEPS = {step_data!r}\n_START = {int(start)}\n_LIMIT = {float(limit)!r}\n"
-        f"_PRIOR_TIMEOUTS = {int(prior_timeouts)}\n_MAX_TIMEOUTS = {MAX_TIMEOUTS}\n"
-    )
-    return header + _HARNESS_BODY
 
 
 # ---------------------------------------------------------------------- tester output
