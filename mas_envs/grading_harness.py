@@ -222,7 +222,7 @@ def _judge(p, results, start, discovering):
     _t["candidate"] = cand
     if _ENTRY:
         _t[_ENTRY] = cand
-    k, timeouts = -1, 0
+    k, timeouts, setup_needs = -1, 0, []
     for src, is_test, probe in _STEPS:
         if is_test:
             k += 1
@@ -255,10 +255,12 @@ def _judge(p, results, start, discovering):
             status, detail = _why(e)
             if status == "timeout":
                 timeouts += 1
-        if flags["needed"]:
+        if flags["needed"] and not is_test:
+            setup_needs += needed[before:]  # the tests after this setup step need its result
+        if flags["needed"] or setup_needs:
             status, detail = "need", ""
         if is_test:
-            _emit(p, k, status, detail[:300], needed[before:])
+            _emit(p, k, status, detail[:300], setup_needs + needed[before:])
     _emit(p, "done")
 for _p, _program in enumerate(_job["programs"]):
     if _p < int(_job["start_program"]):
