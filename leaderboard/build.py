@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from leaderboard.chart import success_chart_png
-from leaderboard.html_page import render_page
+from leaderboard.html_page import link_base, render_page
 from leaderboard.markdown_table import markdown_tables
-from leaderboard.rows import load_rows
+from leaderboard.rows import aggregate, load_rows
 from leaderboard.store import write_atomic
 
 
@@ -18,6 +18,7 @@ class BuildOutput:
     png: Path
     markdown: Path
     entries: int
+    rows: int = 0
 
 
 def build_site(entries_dir: str | Path, out_dir: str | Path, warn=None) -> BuildOutput:
@@ -25,11 +26,12 @@ def build_site(entries_dir: str | Path, out_dir: str | Path, warn=None) -> Build
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = load_rows(entries_dir, warn=warn)
-    png = success_chart_png(rows)
+    groups = aggregate(rows)
+    png = success_chart_png(groups)
     png_path = out / "success.png"
     write_atomic(png_path, png)
     html_path = out / "index.html"
-    write_atomic(html_path, render_page(rows, png))
+    write_atomic(html_path, render_page(rows, groups, png, link=link_base(entries_dir, out)))
     md_path = out / "leaderboard.md"
-    write_atomic(md_path, markdown_tables(rows))
-    return BuildOutput(html=html_path, png=png_path, markdown=md_path, entries=len(rows))
+    write_atomic(md_path, markdown_tables(groups))
+    return BuildOutput(html=html_path, png=png_path, markdown=md_path, entries=len(rows), rows=len(groups))

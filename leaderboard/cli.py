@@ -1,4 +1,5 @@
-"""``mas-leaderboard``: ``submit`` (validate + store), ``validate`` (check only) and ``build`` (render the site).
+"""``mas-leaderboard``: ``submit`` (validate + store), ``validate`` (check only), ``build`` (render the site)
+and ``compare A B`` (paired comparison of two runs or aggregated rows on their shared tasks).
 
 Exit codes: 0 done, 2 refused (each problem printed as ``path: reason``), 1 unexpected internal error.
 """
@@ -30,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="render index.html, success.png and leaderboard.md")
     build.add_argument("--entries", type=Path, default=DEFAULT_ENTRIES_DIR, help="entries folder (default: %(default)s)")
     build.add_argument("--out", type=Path, default=DEFAULT_SITE_DIR, help="output folder (default: %(default)s)")
+    comp = sub.add_parser("compare", help="paired comparison of two entries or aggregated rows on their shared tasks")
+    comp.add_argument("a", help="results file (path, or file name / run id in --entries) or an aggregated-row id")
+    comp.add_argument("b", help="the same for the other side")
+    comp.add_argument("--entries", type=Path, default=DEFAULT_ENTRIES_DIR, help="entries folder (default: %(default)s)")
     return parser
 
 
@@ -60,7 +65,26 @@ def _build(args: argparse.Namespace) -> int:
     from leaderboard.build import build_site
 
     output = build_site(args.entries, args.out)
-    print(f"built {output.html} ({output.entries} entries), {output.png}, {output.markdown}")
+    print(f"built {output.html} ({output.entries} entries in {output.rows} rows), {output.png}, {output.markdown}")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from leaderboard.compare import CompareError, compare, report, resolve
+    from leaderboard.rows import aggregate, load_rows
+
+    groups = None
+    try:
+        sides = []
+        for name in (args.a, args.b):
+            if groups is None and not Path(name).is_file() and not (args.entries / name).is_file() \
+                    and not (args.entries / f"{name}.json").is_file():
+                groups = aggregate(load_rows(args.entries))
+            sides.append(resolve(name, args.entries, groups))
+        print(report(compare(*sides)))
+    except CompareError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     return EXIT_OK
 
 
@@ -70,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             return _build(args)
+        if args.command == "compare":
+            return _compare(args)
         return _submit(args, store=args.command == "submit")
     except KeyboardInterrupt:
         return 130

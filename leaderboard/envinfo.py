@@ -123,3 +123,43 @@ def env_problems(result: dict[str, Any]) -> tuple[list[Problem], tuple[str, ...]
             )
         )
     return problems, roles
+
+
+SETTINGS_TIMEOUT_S = 120.0
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    spec = importlib.util.find_spec("mas_envs")
+    if spec is not None and spec.origin:
+        root = str(Path(spec.origin).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def non_default_keys(items: list[tuple[str, str, dict[str, Any]]]) -> list[list[str]]:
+    """For each (env name, workflow, kwargs): the kwargs whose value is not what the env does by default.
+
+    Computed by ``settings_worker.py`` in one child process (bounded by ``SETTINGS_TIMEOUT_S``). Where
+    the installed env cannot answer (unknown env, import error, timeout), every kwarg except
+    ``workflow``/``split`` is reported, so a setting is never hidden.
+    """
+    every = [sorted(k for k in kwargs if k not in ("workflow", "split")) for _, _, kwargs in items]
+    if not items:
+        return []
+    request = json.dumps({"items": [{"name": n, "workflow": w, "kwargs": k} for n, w, k in items]})
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("settings_worker.py"))],
+            input=request, capture_output=True, text=True, timeout=SETTINGS_TIMEOUT_S, env=_child_env(),
+        )
+        replies = json.loads(proc.stdout)["results"]
+    except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError, OSError):
+        return every
+    if not isinstance(replies, list) or len(replies) != len(items):
+        return every
+    out = []
+    for reply, fallback in zip(replies, every):
+        keys = reply.get("non_default") if isinstance(reply, dict) else None
+        out.append(sorted(keys) if isinstance(keys, list) else fallback)
+    return out

@@ -1,10 +1,10 @@
-"""The README table: one table per model, methods as rows and envs as columns (the paper's layout)."""
+"""The Markdown table (``leaderboard.md``): per env, every aggregated row with its mean over seeds."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from leaderboard.rows import Row, best_by_env_method, env_sort_key, human_params, method_rank
+from leaderboard.rows import Group, groups_by_env
 
 
 def md_escape(text: str) -> str:
@@ -15,27 +15,28 @@ def md_escape(text: str) -> str:
     return " ".join(text.split())
 
 
-def markdown_tables(rows: Sequence[Row]) -> str:
-    """Markdown text: per model (smallest first) a methods × envs grid of best success % (95% CI)."""
-    lines = ["# stronger-mas leaderboard", "", "Success rate (%) on each env's test split; best entry per cell, 95% CI in brackets.", ""]
-    if not rows:
+def markdown_tables(groups: Sequence[Group]) -> str:
+    """Markdown text: per env (page order) a table of its rows, mean success % over seeds [95% interval]."""
+    lines = [
+        "# stronger-mas leaderboard",
+        "",
+        "Success rate (%) on each env's test split: one row per configuration, mean over seeds with a 95% interval in "
+        "brackets (hierarchical bootstrap over seeds and tasks; Wilson interval for a single seed). "
+        "Row ids work with `mas-leaderboard compare`.",
+        "",
+    ]
+    if not groups:
         return "\n".join(lines + ["_No entries yet._"]) + "\n"
-    envs = sorted({r.env for r in rows}, key=env_sort_key)
-    models = sorted({(r.params, r.model) for r in rows})
-    for params, model in models:
-        subset = [r for r in rows if (r.params, r.model) == (params, model)]
-        best = best_by_env_method(subset)
-        methods = sorted({r.method for r in subset}, key=method_rank)
-        lines += [f"## {md_escape(model)} ({human_params(params)} params)", ""]
-        lines.append("| Method | " + " | ".join(md_escape(e) for e in envs) + " |")
-        lines.append("|---|" + "---:|" * len(envs))
-        for method in methods:
-            cells = []
-            for env in envs:
-                row = best.get((env, method))
-                cells.append(
-                    "–" if row is None else f"{100 * row.success:.1f} [{100 * row.ci_low:.1f}, {100 * row.ci_high:.1f}]"
-                )
-            lines.append(f"| {md_escape(method)} | " + " | ".join(cells) + " |")
+    for env, env_groups in groups_by_env(groups).items():
+        lines += [f"## {md_escape(env)}", ""]
+        lines.append("| Row | Method | Model (per role) | Params | Env settings | Answer budget | Training | Seeds | "
+                     "Success % (mean over seeds) | Per seed % | Tasks |")
+        lines.append("|---|---|---|---:|---|---|---|---|---:|---|---:|")
+        for g in env_groups:
+            cells = [g.id, g.method, g.roles_text, g.size_label, g.settings_text, g.decoding_text, g.training_text,
+                     g.seeds_text]
+            success = f"{100 * g.mean:.1f} [{100 * g.ci_low:.1f}, {100 * g.ci_high:.1f}]"
+            lines.append("| " + " | ".join(md_escape(c) for c in cells) + f" | {success} | "
+                         f"{md_escape(g.per_seed_text)} | {md_escape(g.tasks_text)} |")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"

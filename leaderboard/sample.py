@@ -50,8 +50,15 @@ def sample_result(
     seed: int = 0,
     label: str | None = None,
     weights_sha256: str = "0" * 64,
+    decoding: dict[str, Any] | None = None,
+    command: str | None = None,
+    date: str = "2026-12-02T15:00:00Z",
 ) -> dict[str, Any]:
-    """A complete result that passes every ``submit`` check for the installed ``env_name``."""
+    """A complete result that passes every ``submit`` check for the installed ``env_name``.
+
+    ``decoding`` replaces the default ``{"temperature": 0.0, "samples": 1, "max_new_tokens": 8}``; ``command``
+    the provenance command (a ``--budget '...'`` in it is the training budget the page shows).
+    """
     kwargs = dict(kwargs if kwargs is not None else {"preset": "4x4"} if env_name == "plan_path" else {})
     workflow = "single" if method.startswith("single_") else "mas"
     roles = envinfo.workflow_roles(env_name, workflow) or ()
@@ -77,14 +84,14 @@ def sample_result(
         },
         "method": method,
         "model": {"id": model_id, "params": params, "policy_mode": mode, "policies": policies},
-        "decoding": {"temperature": 0.0, "samples": 1, "max_new_tokens": 8},
+        "decoding": dict(decoding) if decoding is not None else {"temperature": 0.0, "samples": 1, "max_new_tokens": 8},
         "seed": seed,
         "episodes": episodes,
         "summary": summarize(episodes, per_role, wall_time_s=12.5),
         "provenance": {
             "package_version": "0.1.0",
-            "date": "2026-12-02T15:00:00Z",
-            "command": f"mas-eval --env {env_name} --method {method}",
+            "date": date,
+            "command": command if command is not None else f"mas-eval --env {env_name} --method {method} --seed {seed}",
             "swap_roles": False,
             "run_dir": None,
             "label": label,
