@@ -169,7 +169,8 @@ function updateCompare() {
   out.replaceChildren();
   for (const key of ['diff', 'lo', 'hi', 'p', 'shared', 'state']) delete out.dataset[key];
   const picked = Array.from(document.querySelectorAll('table.board[data-view="' + currentView() + '"] input.pick:checked'))
-    .map(box => box.closest('tr'));
+    .sort((x, y) => parseInt(x.dataset.order || '0', 10) - parseInt(y.dataset.order || '0', 10))
+    .map(box => box.closest('tr'));  // A = ticked first, B = ticked second
   if (picked.length !== 2) {
     out.dataset.state = 'idle';
     line(out, 'Tick two rows of this view to compare them on their shared tasks (' + picked.length + ' ticked).', 'muted');
@@ -210,7 +211,10 @@ for (const table of document.querySelectorAll('table.board')) {
     });
   });
 }
-for (const box of document.querySelectorAll('input.pick')) box.addEventListener('change', updateCompare);
+let ticks = 0;
+for (const box of document.querySelectorAll('input.pick')) {
+  box.addEventListener('change', () => { if (box.checked) box.dataset.order = String(++ticks); updateCompare(); });
+}
 document.getElementById('compare-clear').addEventListener('click', () => {
   for (const box of document.querySelectorAll('input.pick')) box.checked = false;
   updateCompare();

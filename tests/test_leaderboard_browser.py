@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from leaderboard import DEFAULT_ENTRIES_DIR
 from leaderboard.build import build_site
+from leaderboard.cli import main
+from leaderboard.rows import aggregate, env_sort_key, load_rows
 from leaderboard.sample import sample_result
 from leaderboard.store import store_entry
 
@@ -159,29 +162,48 @@ class PipeCDP:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """A built site with entries on two envs, two model sizes and a hostile label."""
+def board(tmp_path_factory) -> tuple[Path, Path]:
+    """(entries, site): two envs, two model sizes, a hostile label, a method run with two seeds, and a
+    plan_path run on another eval set (5x5)."""
     root = tmp_path_factory.mktemp("board")
     entries, out = root / "entries", root / "site"
     results = [
-        sample_result("plan_path", method="mas_at_grpo_shared", successes=[True] * 9 + [False]),
+        sample_result("plan_path", method="mas_at_grpo_shared", seed=0, successes=[True] * 9 + [False]),
+        sample_result("plan_path", method="mas_at_grpo_shared", seed=1, successes=[True] * 7 + [False] * 3),
         sample_result("plan_path", method="single_prompt", successes=[True] + [False] * 9, label="<script>alert(1)</script>"),
         sample_result("plan_path", method="mas_prompt", successes=[True] * 4 + [False] * 6,
                       model_id="Qwen3-1.7B", params=1_720_574_976),
+        sample_result("plan_path", {"preset": "5x5"}, method="single_grpo", successes=[True, False]),
         sample_result("sudoku", method="mas_at_grpo_specialized", successes=[True, True, False, True]),
     ]
     for result in results:
         store_entry(result, entries)
     build_site(entries, out)
-    return out
+    return entries, out
+
+
+@pytest.fixture(scope="module")
+def site(board) -> Path:
+    return board[1]
+
+
+@pytest.fixture(scope="module")
+def ids(board) -> dict[str, str]:
+    """Aggregated-row id per plan_path method (each method has one row here)."""
+    return {g.method: g.id for g in aggregate(load_rows(board[0])) if g.env == "plan_path"}
+
+
+def serve(directory: Path):
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    return httpd
 
 
 @pytest.fixture(scope="module")
 def server(site):
-    handler = functools.partial(QuietHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = serve(site)
     yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
     httpd.shutdown()
     httpd.server_close()
@@ -192,71 +214,194 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def open_page(url: str):
+    profile = tempfile.TemporaryDirectory(prefix="lb-chromium-")
+    browser = PipeCDP(CHROMIUM, profile.name)
+    browser.call("Page.navigate", url=url)
+    browser.wait_for_event("Page.loadEventFired")
+    return browser, profile
+
+
 @pytest.fixture(scope="module")
 def page(server):
-    with tempfile.TemporaryDirectory(prefix="lb-chromium-") as profile:
-        browser = PipeCDP(CHROMIUM, profile)
-        try:
-            browser.call("Page.navigate", url=server)
-            browser.wait_for_event("Page.loadEventFired")
-            yield browser
-        finally:
-            browser.close()
+    browser, profile = open_page(server)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        profile.cleanup()
 
 
-def column(page, env: str, col: int, visible_only: bool = False) -> list[str]:
+def table(env: str, view: str = "agg") -> str:
+    return f"table[data-env={env}][data-view={view}]"
+
+
+def col_index(page, env: str, header: str, view: str = "agg") -> int:
+    headers = page.evaluate(f"Array.from(document.querySelector('{table(env, view)}').tHead.rows[0].cells).map(c => c.textContent)")
+    return headers.index(header)
+
+
+def column(page, env: str, col: int | str, visible_only: bool = False, view: str = "agg") -> list[str]:
+    if isinstance(col, str):
+        col = col_index(page, env, col, view)
     condition = ".filter(r => !r.classList.contains('hidden'))" if visible_only else ""
     return page.evaluate(
-        f"Array.from(document.querySelector('table[data-env={env}]').tBodies[0].rows){condition}"
+        f"Array.from(document.querySelector('{table(env, view)}').tBodies[0].rows){condition}"
         f".map(r => r.cells[{col}].textContent)"
+    )
+
+
+def shown(page, selector: str) -> bool:
+    return page.evaluate(f"document.querySelector({json.dumps(selector)}).offsetParent !== null")
+
+
+def choose(page, select_id: str, value: str) -> None:
+    page.evaluate(
+        f"(() => {{ const s = document.getElementById({json.dumps(select_id)}); s.value = {json.dumps(value)};"
+        " s.dispatchEvent(new Event('change')); })()"
     )
 
 
 def test_page_loads_without_console_errors_and_shows_entries(page):
     assert page.evaluate("document.title") == "stronger-mas leaderboard"
-    assert page.evaluate("document.querySelectorAll('table.board').length") == 2
-    # Default order: success, descending.
-    assert column(page, "plan_path", 0) == ["mas_at_grpo_shared", "mas_prompt", "single_prompt"]
-    assert column(page, "sudoku", 0) == ["mas_at_grpo_specialized"]
-    assert column(page, "plan_path", 5)[0].startswith("90.0 (")
+    assert page.evaluate("document.querySelectorAll('table.board').length") == 4  # 2 envs x (aggregated, per run)
+    assert page.evaluate("Array.from(document.querySelectorAll('section.env')).map(s => s.id)") == ["env-plan_path", "env-sudoku"]
+    # Aggregated view by default; default order: mean success, descending.
+    assert page.evaluate("document.body.dataset.view") == "agg"
+    assert shown(page, table("plan_path")) and not shown(page, table("plan_path", "run"))
+    assert column(page, "plan_path", "Method") == ["mas_at_grpo_shared", "single_grpo", "mas_prompt", "single_prompt"]
+    assert column(page, "sudoku", "Method") == ["mas_at_grpo_specialized"]
+    assert column(page, "plan_path", "Success % (mean over seeds)")[0].startswith("80.0 (")
+    assert column(page, "plan_path", "Seeds")[0] == "0, 1"
+    assert column(page, "plan_path", "Per seed %")[0] == "90.0, 70.0"
+    assert column(page, "plan_path", "Env settings") == ["preset=4x4", "preset=5x5", "preset=4x4", "preset=4x4"]
     # The hostile label is shown as text, not run as a script.
-    assert "<script>alert(1)</script>" in column(page, "plan_path", 8)
+    assert "<script>alert(1)</script>" in column(page, "plan_path", "Label")
     assert page.evaluate("document.querySelectorAll('script').length") == 1
     assert page.evaluate("document.getElementById('chart').naturalWidth") > 100  # the embedded PNG decoded
+    assert "mean over seeds" in page.evaluate("document.getElementById('chart').alt")
+    # The provenance command is one click away, in a <details>.
+    assert page.evaluate(f"document.querySelector('{table('plan_path')} details').open") is False
+    page.click(f"{table('plan_path')} details summary")
+    assert page.evaluate(f"document.querySelector('{table('plan_path')} details').open") is True
     assert page.errors() == []
 
 
 def test_clicking_headers_sorts_rows(page):
-    page.click("table[data-env=plan_path] th:nth-child(1)")  # Method: ascending
-    assert column(page, "plan_path", 0) == ["mas_at_grpo_shared", "mas_prompt", "single_prompt"]
-    page.click("table[data-env=plan_path] th:nth-child(1)")  # again: descending
-    assert column(page, "plan_path", 0) == ["single_prompt", "mas_prompt", "mas_at_grpo_shared"]
-    page.click("table[data-env=plan_path] th:nth-child(6)")  # Success %: numeric, descending first
-    assert column(page, "plan_path", 0) == ["mas_at_grpo_shared", "mas_prompt", "single_prompt"]
-    page.click("table[data-env=plan_path] th:nth-child(6)")
-    assert column(page, "plan_path", 0) == ["single_prompt", "mas_prompt", "mas_at_grpo_shared"]
-    assert page.evaluate("document.querySelector('table[data-env=plan_path] th:nth-child(6)').getAttribute('aria-sort')") == "ascending"
+    method = col_index(page, "plan_path", "Method") + 1
+    success = col_index(page, "plan_path", "Success % (mean over seeds)") + 1
+    page.click(f"{table('plan_path')} th:nth-child({method})")  # Method: ascending
+    assert column(page, "plan_path", "Method") == ["mas_at_grpo_shared", "mas_prompt", "single_grpo", "single_prompt"]
+    page.click(f"{table('plan_path')} th:nth-child({method})")  # again: descending
+    assert column(page, "plan_path", "Method") == ["single_prompt", "single_grpo", "mas_prompt", "mas_at_grpo_shared"]
+    page.click(f"{table('plan_path')} th:nth-child({success})")  # Success %: numeric, descending first
+    assert column(page, "plan_path", "Method") == ["mas_at_grpo_shared", "single_grpo", "mas_prompt", "single_prompt"]
+    page.click(f"{table('plan_path')} th:nth-child({success})")
+    assert column(page, "plan_path", "Method") == ["single_prompt", "mas_prompt", "single_grpo", "mas_at_grpo_shared"]
+    assert page.evaluate(f"document.querySelector('{table('plan_path')} th:nth-child({success})').getAttribute('aria-sort')") == "ascending"
+    page.click(f"{table('plan_path')} th:nth-child({success})")  # back to descending for the tests below
     assert page.errors() == []
 
 
 def test_filters_hide_rows(page):
-    def choose(select_id: str, value: str) -> None:
-        page.evaluate(
-            f"(() => {{ const s = document.getElementById({json.dumps(select_id)}); s.value = {json.dumps(value)};"
-            " s.dispatchEvent(new Event('change')); })()"
-        )
-
     assert page.evaluate("Array.from(document.getElementById('filter-size').options).map(o => o.value)") == ["", "135M", "1.72B"]
-    choose("filter-size", "1.72B")
-    assert column(page, "plan_path", 1, visible_only=True) == ["Qwen3-1.7B"]
-    assert column(page, "sudoku", 0, visible_only=True) == []
-    assert page.evaluate("document.getElementById('count-plan_path').textContent") == "1 of 3 entries shown"
-    choose("filter-size", "")
-    choose("filter-method", "mas_at_grpo_specialized")
-    assert column(page, "plan_path", 0, visible_only=True) == []
-    assert column(page, "sudoku", 0, visible_only=True) == ["mas_at_grpo_specialized"]
-    choose("filter-method", "")
-    assert len(column(page, "plan_path", 0, visible_only=True)) == 3
+    choose(page, "filter-size", "1.72B")
+    assert column(page, "plan_path", "Model (per role)", visible_only=True) == ["Qwen3-1.7B"]
+    assert column(page, "sudoku", "Method", visible_only=True) == []
+    assert page.evaluate("document.getElementById('count-plan_path').textContent") == "1 of 4 rows shown"
+    choose(page, "filter-size", "")
+    choose(page, "filter-method", "mas_at_grpo_specialized")
+    assert column(page, "plan_path", "Method", visible_only=True) == []
+    assert column(page, "sudoku", "Method", visible_only=True) == ["mas_at_grpo_specialized"]
+    choose(page, "filter-method", "")
+    assert len(column(page, "plan_path", "Method", visible_only=True)) == 4
+    assert page.errors() == []
+
+
+def test_view_toggle_shows_per_run_rows(page):
+    page.click("#view-run")  # a real click on the radio button
+    assert page.evaluate("document.body.dataset.view") == "run"
+    assert shown(page, table("plan_path", "run")) and not shown(page, table("plan_path"))
+    assert column(page, "plan_path", "Method", view="run") == [
+        "mas_at_grpo_shared", "mas_at_grpo_shared", "single_grpo", "mas_prompt", "single_prompt"]
+    assert column(page, "plan_path", "Seed", view="run")[:2] == ["0", "1"]
+    assert column(page, "plan_path", "Success %", view="run")[0].startswith("90.0 (")
+    assert page.evaluate("document.getElementById('count-plan_path').textContent") == "5 of 5 runs shown"
+    # Filters apply to the per-run view too.
+    choose(page, "filter-method", "mas_at_grpo_shared")
+    assert page.evaluate("document.getElementById('count-plan_path').textContent") == "2 of 5 runs shown"
+    choose(page, "filter-method", "")
+    page.click("#view-agg")
+    assert page.evaluate("document.body.dataset.view") == "agg"
+    assert shown(page, table("plan_path")) and not shown(page, table("plan_path", "run"))
+    assert page.evaluate("document.getElementById('count-plan_path').textContent") == "4 of 4 rows shown"
+    assert page.errors() == []
+
+
+def compare_lines(page) -> list[str]:
+    return page.evaluate("Array.from(document.querySelectorAll('#compare-out p')).map(p => p.textContent)")
+
+
+def cli_compare(entries: Path, a: str, b: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["compare", a, b, "--entries", str(entries)])
+    return code, out.getvalue(), err.getvalue()
+
+
+def tick(page, selector: str) -> None:
+    page.click(f"{selector} input.pick")
+
+
+def test_comparison_of_two_ticked_rows_matches_the_cli(page, board, ids):
+    entries = board[0]
+    page.click("#compare-clear")
+    assert page.evaluate("document.getElementById('compare-out').dataset.state") == "idle"
+    # Aggregated rows: a two-seed row against a one-seed row (per-task means, no McNemar).
+    tick(page, f"{table('plan_path')} tr[data-id='{ids['mas_at_grpo_shared']}']")
+    assert "(1 ticked)" in compare_lines(page)[0]
+    tick(page, f"{table('plan_path')} tr[data-id='{ids['single_prompt']}']")
+    lines = compare_lines(page)
+    code, out, _ = cli_compare(entries, ids["mas_at_grpo_shared"], ids["single_prompt"])
+    assert code == 0
+    assert "success on the shared tasks: A 80.0%, B 10.0%" in lines
+    for text in lines[1:]:  # every line after the first (A/B names) is printed by the CLI too, verbatim
+        assert text in out.splitlines(), (text, out)
+    assert any(t.startswith("paired difference A - B: +70.0 points, 95% CI [") for t in lines)
+    assert lines[-1].startswith("p-value: not computed")
+    # Per-run view: two single runs give the exact McNemar p-value, the same as the CLI's.
+    page.click("#view-run")
+    assert page.evaluate("document.getElementById('compare-out').dataset.state") == "idle"
+    run_a = sorted(p.stem for p in entries.glob("plan_path__mas_at_grpo_shared__*.json"))
+    seed0 = next(s for s in run_a if json.loads((entries / f"{s}.json").read_text())["seed"] == 0)
+    run_b = next(p.stem for p in entries.glob("plan_path__single_prompt__*.json"))
+    tick(page, f"{table('plan_path', 'run')} tr[data-id='{seed0}']")
+    tick(page, f"{table('plan_path', 'run')} tr[data-id='{run_b}']")
+    lines = compare_lines(page)
+    code, out, _ = cli_compare(entries, seed0, run_b)
+    assert code == 0
+    # A: tasks 0-8, B: task 0 -> discordant 8 (A only) and 0: p = 2 / 2^8
+    assert lines[-1] == "discordant tasks: A only 8, B only 0; exact two-sided McNemar test on them: p = 0.0078"
+    for text in lines[1:]:
+        assert text in out.splitlines(), (text, out)
+    assert float(page.evaluate("document.getElementById('compare-out').dataset.p")) == 2 / 256
+    # A third tick asks for exactly two.
+    run_c = next(p.stem for p in entries.glob("plan_path__mas_prompt__*.json"))
+    tick(page, f"{table('plan_path', 'run')} tr[data-id='{run_c}']")
+    assert "(3 ticked)" in compare_lines(page)[0]
+    page.click("#compare-clear")
+    # Different eval sets (4x4 vs 5x5) are refused, with the CLI's message.
+    page.click("#view-agg")
+    tick(page, f"{table('plan_path')} tr[data-id='{ids['mas_prompt']}']")
+    tick(page, f"{table('plan_path')} tr[data-id='{ids['single_grpo']}']")
+    assert page.evaluate("document.getElementById('compare-out').dataset.state") == "refused"
+    code, _, err = cli_compare(entries, ids["mas_prompt"], ids["single_grpo"])
+    assert code == 2
+    assert compare_lines(page) == [err.strip()]
+    page.click("#compare-clear")
     assert page.errors() == []
 
 
@@ -266,3 +411,54 @@ def test_screenshot(page, tmp_path_factory):
     assert shot.startswith(b"\x89PNG")
     path = Path(os.environ.get("LEADERBOARD_SCREENSHOT", tmp_path_factory.mktemp("shot") / "page.png"))
     path.write_bytes(shot)
+
+
+# ---------------------------------------------------------------- today's entries
+
+
+VISIBLE_ROWS = """
+(() => {
+  const skip = new Set(['', 'Row', 'Run', 'Date', 'Label', 'Results file', 'Results files']);
+  const out = [];
+  for (const t of document.querySelectorAll('table.board')) {
+    if (t.offsetParent === null) continue;
+    const names = Array.from(t.tHead.rows[0].cells).map(c => c.textContent);
+    const rows = Array.from(t.tBodies[0].rows).filter(r => r.offsetParent !== null);
+    out.push({env: t.dataset.env, view: t.dataset.view,
+              whole: rows.map(r => r.innerText),
+              described: rows.map(r => Array.from(r.cells).filter((c, i) => !skip.has(names[i])).map(c => c.innerText).join(' | '))});
+  }
+  return out;
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def today_page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("today") / "site"
+    build_site(DEFAULT_ENTRIES_DIR, out)
+    httpd = serve(out)
+    browser, profile = open_page(f"http://127.0.0.1:{httpd.server_address[1]}/index.html")
+    try:
+        yield browser
+    finally:
+        browser.close()
+        profile.cleanup()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_todays_entries_no_two_visible_rows_are_identical(today_page):
+    for view in ("agg", "run"):
+        today_page.click(f"#view-{view}")
+        tables = today_page.evaluate(VISIBLE_ROWS)
+        assert tables and {t["view"] for t in tables} == {view}
+        for t in tables:
+            assert t["whole"], t
+            assert len(set(t["whole"])) == len(t["whole"]), (t["env"], view)
+            # Even without the id, results file, date and label, the configuration columns differ.
+            dupes = {d for d in t["described"] if t["described"].count(d) > 1}
+            assert not dupes, (t["env"], view, dupes)
+    envs = today_page.evaluate("Array.from(document.querySelectorAll('section.env')).map(s => s.id.slice(4))")
+    assert envs == sorted(envs, key=env_sort_key)
+    assert today_page.errors() == []
