@@ -1,7 +1,8 @@
 """The stronger-mas leaderboard: validate, store and render evaluation result files.
 
 ``mas-leaderboard submit results.json`` checks a file written by ``mas-eval`` and stores it under
-``leaderboard/entries/``; ``mas-leaderboard build`` renders ``leaderboard/site/``. The result format
+``leaderboard/entries/``; ``mas-leaderboard build`` renders ``leaderboard/site/``; ``mas-leaderboard compare A B``
+compares two entries (or aggregated rows) on their shared tasks. The result format
 is the JSON Schema in ``leaderboard/schema/results.schema.json`` (described in docs/LEADERBOARD.md).
 """
 

@@ -141,6 +141,14 @@ def compare(a: Side, b: Side, resamples: int = stats.BOOTSTRAP_RESAMPLES, seed: 
                       b_only=b_only, p_value=p)
 
 
+def _shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it, else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return path
+
+
 def pct(x: float) -> str:
     return stats.fixed(100 * x, 1)
 
@@ -153,7 +161,7 @@ def report(c: Comparison, resamples: int = stats.BOOTSTRAP_RESAMPLES, seed: int 
         what = "run" if side.kind == "run" else f"aggregated row, {side.runs} run{'s' if side.runs != 1 else ''}"
         lines.append(f"{tag}: {side.name} ({what}): {side.description}")
         for f in side.files:
-            lines.append(f"   {f}")
+            lines.append(f"   {_shown_path(f)}")
     lines.append(f"eval set: {c.a.env}, fingerprint {c.a.fingerprint[:16]}... (same for both); shared tasks: {n} "
                  f"(A has {len(c.a.task_ids)}, B has {len(c.b.task_ids)})")
     if c.a.runs > 1 or c.b.runs > 1:
