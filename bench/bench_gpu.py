@@ -25,8 +25,8 @@ Rows, in this order (``--budget-s`` skips the remaining rows once the run would 
    ``plain`` = every row run in full, ``shared`` = ``mas_trainer.scoring.completion_logits`` (the prompt
    encoded once per group, what the trainer uses). tok/s counts prompt + completion tokens of every row
    (the work a plain pass does). "% ceil" = 6 (full) or 4 (LoRA: no weight grads) x params x tok/s / ceiling.
-   Weights and AdamW state are in the model dtype (pure bf16 on the GPU; the trainer's amp setup with fp32
-   master weights is not measured here).
+   Full fine-tuning keeps weights and AdamW state in the model dtype (pure bf16 on the GPU; the trainer's
+   amp setup with fp32 master weights is not measured here); peft keeps the LoRA adapters in fp32.
 
 Also a greedy check: prefix-shared and ``generate`` greedy tokens on the first shape (must be identical in
 fp32; in bf16 the kernels differ, so the count of identical rows is reported, not asserted).
@@ -279,7 +279,7 @@ def reset_peak(device: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------ update
-def update_step(model, optimizer, params, ids: torch.Tensor, n: int, advantages: torch.Tensor, method: str) -> float:
+def update_step(model, optimizer, ids: torch.Tensor, n: int, advantages: torch.Tensor, method: str) -> float:
     """One forward + backward + AdamW step on rows ``[prompt | n completion tokens]``; returns the loss."""
     from mas_trainer.scoring import completion_logits
 
@@ -293,7 +293,7 @@ def update_step(model, optimizer, params, ids: torch.Tensor, n: int, advantages:
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return float(loss)
+    return float(loss.detach())
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> dict:
                         skip("update", name, f"{mode}_{method}")
                         continue
                     losses = []
-                    fn = lambda: losses.append(update_step(target, optimizer, trainable, ids, new_tokens, adv, method))  # noqa: E731
+                    fn = lambda: losses.append(update_step(target, optimizer, ids, new_tokens, adv, method))  # noqa: E731
                     reset_peak(device)
                     t_row = time.perf_counter()
                     times, _ = timed(fn, device, args.reps, budget)
@@ -484,7 +484,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def print_table(rows: list[dict]) -> None:
     def fmt(value, spec, suffix=""):
-        return "-" if value is None else f"{value:{spec}}{suffix}"
+        width = int(spec.split(".")[0] or 0)
+        return f"{'-':>{width}}" if value is None else f"{value:{spec}}{suffix}"
 
     header = (f"| {'section':<8} | {'shape':<19} | {'method':<12} | {'new/update tok/s':>16} | {'vs base':>7} |"
               f" {'% ceil':>6} | {'peak GPU GiB':>12} | note")
