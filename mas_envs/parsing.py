@@ -117,3 +117,22 @@ def extract_boxed(text: str) -> tuple[str | None, str | None]:
                 content = text[i:j].strip()
                 return (content, None) if content else (None, "empty \\boxed{}")
     return None, "unterminated \\boxed{"
+
+
+# GSM8K's native final-answer line, as the standard GSM8K evaluation reads it: "#### 1,234" -> "1234".
+_GSM8K_FINAL = re.compile(r"####[ \t]*\$?[ \t]*(-?[0-9][0-9,]*(?:\.[0-9]+)?)")
+
+
+def extract_final_answer(text: str) -> tuple[str | None, str | None]:
+    """The final answer of a math reply: the last ``\\boxed{...}``; without one, the number on the last
+    ``#### N`` line (GSM8K's format; thousands separators dropped). ``(answer, None)`` or ``(None, why)``."""
+    boxed, error = extract_boxed(text)
+    if error is None:
+        return boxed, None
+    finals = _GSM8K_FINAL.findall(text[:MAX_PARSE_CHARS])
+    if finals:
+        return finals[-1].replace(",", ""), None
+    if "####" in text[:MAX_PARSE_CHARS]:
+        return None, "'####' is not followed by a number"
+    return None, f"{error} and no '#### N' line"
+

@@ -1,4 +1,4 @@
-"""``mas-eval``: evaluate a model or a trained run on an env's test split and write a results file.
+"""``mas-eval``: evaluate a model or a trained run on an env's test (or validation) split; write a results file.
 
 Examples::
 
@@ -7,6 +7,7 @@ Examples::
     mas-eval --env plan_path --model runs/pp-spec --swap-roles                       # the role-swap ablation
     mas-eval --env plan_path --model tiny --samples 4 --temperature 1.0             # best-of-4 tree search
     mas-eval --env sokoban --model smollm2-135m --env-kwargs '{"preset": "6x6"}'
+    mas-eval --env plan_path --model runs/pp-spec --split validation        # choosing a checkpoint or preset
 
 Plays tasks 0..N-1 of the split (greedy by default; ``--samples K`` = best-of-K by env reward at every
 step, see :mod:`mas_trainer.evaluate`), prints a short table and writes the results JSON (format:
@@ -45,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model preset, local folder, HF id, or a mas-train run folder (default: smollm2-135m)")
     p.add_argument("--workflow", choices=("mas", "single"), default=None,
                    help="mas (multi-agent) or single (one solver); default: the run's, else mas")
-    p.add_argument("--split", choices=("test", "train"), default="test", help="task split (default: test)")
+    p.add_argument("--split", choices=("test", "validation", "train"), default="test",
+                   help="task split (default: test). Choose presets and hyperparameters on validation; "
+                        "run test once, for the table")
     p.add_argument("--episodes", type=int, default=50, help="number of tasks, indices 0..N-1 (default: 50)")
     p.add_argument("--seed", type=int, default=0, help="sampling / reset seed (default: 0)")
     p.add_argument("--samples", type=int, default=1,

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mas_envs.games.splits import SPLITS
 from mas_trainer.env_presets import default_max_new_tokens, default_role_budgets  # light module
 from mas_trainer.role_maps import parse_role_map
 
@@ -284,10 +285,14 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
     except (TypeError, ValueError) as err:
         raise EvalError(f"cannot create env {env_name!r} with {kwargs}: {str(err).splitlines()[0]}") from None
     base = env.unwrapped
-    size = getattr(base, "test_size", None) if split == "test" else None
+    # fixed lists: the validation/test lists of generated puzzles (test_size each), or a problem set
+    size = getattr(base, "test_size", None) if split in ("validation", "test") else None
     if size is not None and episodes > int(size):
         raise EvalError(f"--episodes {episodes} exceeds the {split} split of {env_name} ({size} tasks; "
                         "pass test_size in --env-kwargs for more)")
+    problems = getattr(base, "problems", None)
+    if problems is not None and episodes > len(problems):
+        raise EvalError(f"--episodes {episodes} exceeds the {split} split of {env_name} ({len(problems)} problems)")
     if not hasattr(base, "eval_set_fingerprint"):
         raise EvalError(f"env {env_name!r} has no eval_set_fingerprint(); it cannot be evaluated reproducibly")
     return env, str(base.eval_set_fingerprint())
@@ -373,8 +378,8 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     ``request.model`` is loaded. Raises :class:`EvalError` for bad requests.
     """
     _check_numbers(request)
-    if request.split not in ("train", "test"):
-        raise EvalError(f"unknown split {request.split!r}; choose train or test")
+    if request.split not in SPLITS:
+        raise EvalError(f"unknown split {request.split!r}; choose one of {', '.join(SPLITS)}")
     # Cheap checks of the env first, before the model is loaded.
     from mas_envs import list_envs
 

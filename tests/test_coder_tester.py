@@ -367,7 +367,7 @@ def test_reset_without_index_draws_from_seed():
 
 def test_bad_configuration_is_a_clear_error():
     with pytest.raises(ValueError, match="split"):
-        make_env("coder_tester", split="validation")
+        make_env("coder_tester", split="dev")
     with pytest.raises(ValueError, match="dataset"):
         make_env("coder_tester", dataset="/no/such/file.jsonl")
 

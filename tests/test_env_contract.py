@@ -49,6 +49,30 @@ def test_registered_with_pettingzoo(name):
     assert isinstance(env.observe(env.agent_selection)["prompt"], str)
 
 
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_max_cycles_caps_the_turns(case):
+    """PettingZoo's registry convention: ``max_cycles`` is accepted and every agent acts at most that often."""
+    name, workflow = case
+    env = pettingzoo.make("aec", f"mas_envs/{name}-v0", max_cycles=2, workflow=workflow)
+    env.reset(seed=0)
+    acted = {a: 0 for a in env.possible_agents}
+    ran_out = False
+    for agent in env.agent_iter(max_iter=100):
+        _, _, terminated, truncated, _ = env.last()
+        ran_out |= truncated
+        if terminated or truncated:
+            env.step(None)
+            continue
+        acted[agent] += 1
+        env.step("no answer here")
+    assert env.unwrapped.max_turns == 2 and not env.agents  # the episode ended
+    # an episode that ran out of turns gave every agent exactly 2 (one that ended early, fewer)
+    assert max(acted.values()) == 2 if ran_out else max(acted.values()) <= 2
+    with pytest.raises(ValueError, match="max_cycles must be >= 1"):
+        make_env(name, max_cycles=0)
+    assert make_env(name, max_turns=3, max_cycles=10).unwrapped.max_turns == 3  # a cap, never an extension
+
+
 def test_unknown_env_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown env 'chess'"):
         make_env("chess")

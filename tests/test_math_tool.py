@@ -114,9 +114,11 @@ def test_math500_answer_field_matches_the_boxed_answer_of_its_solution():
 
 # ---------------------------------------------------------------------- data
 def test_dataset_sizes_and_answers():
-    assert len(data.load_problems("gsm8k", "train")) == 7473
+    # GSM8K's train file (7,473) = our train + validation; MATH's (7,498 gradable of 7,500: 2 box nothing)
+    # also loses its one question that repeats a MATH test question
+    assert len(data.load_problems("gsm8k", "train")) + len(data.load_problems("gsm8k", "validation")) == 7473
     assert len(data.load_problems("gsm8k", "test")) == 1319
-    assert len(data.load_problems("math", "train")) == 7498  # 2 of 7,500 solutions box nothing
+    assert len(data.load_problems("math", "train")) + len(data.load_problems("math", "validation")) == 7497
     assert len(data.load_problems("math500", "test")) == 500
     assert len(data.load_problems("arith", "train")) == data.ARITH_SIZES["train"]
     assert len(data.load_problems("arith", "test")) == data.ARITH_SIZES["test"]
@@ -347,3 +349,39 @@ def test_tool_answer_prefers_a_printed_box():
     env.step(f"```python\nprint('working...')\nprint('\\\\boxed{{{gold}}} done')\n```")
     assert env.infos["tool"]["answer"] == gold and env.infos["tool"]["correct"]
     assert extract_boxed(env.unwrapped.scripted_action("reasoner"))[0] == gold
+
+
+# ---------------------------------------------------------------------- GSM8K's "#### N" final answers
+from mas_envs.parsing import extract_final_answer  # noqa: E402
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("She has 18 eggs.\n#### 18", "18"),
+    ("#### 1,234", "1234"),
+    ("the loss is\n#### -7", "-7"),
+    ("#### 2.50", "2.50"),
+    ("#### $40", "40"),
+    ("first #### 3 then\n#### 5", "5"),                      # the last #### wins
+    ("\\boxed{9} and later #### 5", "9"),                     # a boxed answer wins over ####
+    ("#### 5 but finally \\boxed{12}", "12"),
+])
+def test_final_answer_accepts_gsm8k_lines(text, expected):
+    assert extract_final_answer(text) == (expected, None)
+
+
+@pytest.mark.parametrize("text", ["no answer at all", "#### ", "#### many", "####"])
+def test_final_answer_without_a_number_is_a_clear_error(text):
+    answer, error = extract_final_answer(text)
+    assert answer is None and error
+
+
+def test_reasoner_gsm8k_answer_line_is_graded_like_boxed():
+    boxed, native = (make_env("math_tool", workflow="single", dataset="gsm8k", split="test") for _ in range(2))
+    for env, reply_of in ((boxed, "\\boxed{{{}}}".format), (native, "So the total is:\n#### {}".format)):
+        env.reset(seed=0, options={"task_index": 0})
+        env.step(reply_of(env.unwrapped.problem.answer))
+        assert env.unwrapped.success and env.unwrapped.reasoner_correct
+    wrong = make_env("math_tool", workflow="single", dataset="gsm8k", split="test")
+    wrong.reset(seed=0, options={"task_index": 0})
+    wrong.step("#### 987654321")
+    assert not wrong.unwrapped.reasoner_correct

@@ -72,6 +72,7 @@ class TextAECEnv(AECEnv):
         workflow: str | None = None,
         alpha: float = 1.0,
         max_turns: int = 4,
+        max_cycles: int | None = None,
         render_mode: str | None = None,
         parse_penalty: float = -1.0,
     ):
@@ -88,9 +89,13 @@ class TextAECEnv(AECEnv):
             )
         if int(max_turns) < 1:
             raise ValueError(f"{self.env_name}: max_turns must be >= 1, got {max_turns}")
+        if max_cycles is not None and int(max_cycles) < 1:
+            raise ValueError(f"{self.env_name}: max_cycles must be >= 1, got {max_cycles}")
         self.workflow = workflow
         self.alpha = float(alpha)
-        self.max_turns = int(max_turns)
+        # PettingZoo's convention: a cycle is every agent acting once, i.e. one of our turns.
+        self.max_cycles = None if max_cycles is None else int(max_cycles)
+        self.max_turns = int(max_turns) if max_cycles is None else min(int(max_turns), int(max_cycles))
         self.render_mode = render_mode
         self.parse_penalty = float(parse_penalty)
         self.possible_agents = list(self.workflows[workflow])

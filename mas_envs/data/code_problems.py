@@ -12,8 +12,11 @@ Sources (``load_problems(dataset, format=...)``):
   Golden tests = the statements of its ``check(candidate)`` function; the reference = prompt +
   canonical solution; the prompt is also run before the candidate's code (it defines helpers such as
   ``poly`` and the imports, exactly as ``prompt + completion`` would).
-* ``"train"`` -- the bundled training set ``mas_envs/data/code/train.jsonl``: small function and
-  stdio problems written for this project, disjoint from HumanEval (names and prompts differ).
+* ``"train"`` / ``"validation"`` -- the bundled set ``mas_envs/data/code/train.jsonl`` (63 small function
+  and stdio problems written for this project, disjoint from HumanEval: names and prompts differ),
+  split by normalised prompt hash (:mod:`mas_envs.data.held_out`): a quarter (14 problems) is the
+  validation split, the rest (49) train. 14 problems tell presets apart only coarsely; a larger
+  validation set comes from a user file (e.g. MBPP in the native format).
 * a path to a user JSONL file plus ``format``:
 
   - ``"native"`` (the bundled format): ``task_id``, ``kind`` ("function" | "stdio"), ``prompt``,
@@ -56,7 +59,10 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Iterable
 
+from mas_envs.data.held_out import carve
+
 TRAIN_FILE = os.path.join(os.path.dirname(__file__), "code", "train.jsonl")
+VALIDATION_SHARE_OF_256 = 64  # a quarter of the bundled problems: the set is small
 FORMATS = ("native", "apps", "codecontests", "livecodebench")
 FUNCTION, STDIO = "function", "stdio"
 
@@ -303,8 +309,14 @@ def load_humaneval() -> tuple[CodeProblem, ...]:
 
 
 @lru_cache(maxsize=None)
+def load_bundled(split: str = "train") -> tuple[CodeProblem, ...]:
+    """The ``train`` or ``validation`` part of the bundled problems (see the module docstring)."""
+    problems = tuple(_native_problem(r) for r in read_jsonl(TRAIN_FILE))
+    return carve(problems, split, lambda p: p.prompt, VALIDATION_SHARE_OF_256, [p.prompt for p in load_humaneval()])
+
+
 def load_train() -> tuple[CodeProblem, ...]:
-    return tuple(_native_problem(r) for r in read_jsonl(TRAIN_FILE))
+    return load_bundled("train")
 
 
 def load_jsonl(path: str, format: str = "native") -> tuple[CodeProblem, ...]:
@@ -320,14 +332,16 @@ def load_jsonl(path: str, format: str = "native") -> tuple[CodeProblem, ...]:
 
 
 def load_problems(dataset: str = "train", format: str = "native") -> tuple[CodeProblem, ...]:
-    """``"humaneval"``, ``"train"``, or a path to a JSONL file in ``format``."""
+    """``"humaneval"``, ``"train"``, ``"validation"``, or a path to a JSONL file in ``format``."""
     if dataset == "humaneval":
         return load_humaneval()
-    if dataset == "train":
-        return load_train()
+    if dataset in ("train", "validation"):
+        return load_bundled(dataset)
     if os.path.exists(dataset):
         return load_jsonl(dataset, format)
-    raise ValueError(f"unknown code dataset {dataset!r}: use 'humaneval', 'train' or a path to a JSONL file")
+    raise ValueError(
+        f"unknown code dataset {dataset!r}: use 'humaneval', 'train', 'validation' or a path to a JSONL file"
+    )
 
 
 def fingerprint(problems: Iterable[CodeProblem]) -> str:

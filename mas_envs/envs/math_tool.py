@@ -22,8 +22,9 @@ Rewards (mixed by the base class as ``alpha * team + local``):
 
 Success = the reasoner's answer of the last turn played equals the ground truth.
 
-The tool's answer is the content of the last ``\\boxed{}`` in its output if it prints one, else the
-last non-empty line of its output. Answers are compared by :mod:`mas_envs.math_check` (fast path for
+A final answer is the content of the last ``\\boxed{}``; without one, the number of the last ``#### N``
+line (GSM8K's own answer format, commas dropped) is accepted too. The tool's answer is that, read from
+its output, else the last non-empty line of its output. Answers are compared by :mod:`mas_envs.math_check` (fast path for
 plain numbers, math-verify with a deadline otherwise). ``infos`` carry ``answer`` and ``correct`` (and
 for the tool ``sandbox_reason``); all deterministic, no timings.
 
@@ -42,7 +43,7 @@ from typing import Any
 from mas_envs.core.text_env import StepResult, TextAECEnv
 from mas_envs.data.math_problems import MathProblem, fingerprint, load_jsonl, load_problems
 from mas_envs.math_check import DEFAULT_TIMEOUT, answers_match
-from mas_envs.parsing import extract_boxed, extract_code_block
+from mas_envs.parsing import extract_code_block, extract_final_answer
 
 TOOL_OUTPUT_CHARS = 2000  # how much of the tool's stdout later prompts show
 TOOL_CODE_CHARS = 4000
@@ -51,8 +52,9 @@ MAX_ANSWER_CHARS = 500
 
 
 def tool_answer_from_output(stdout: str) -> str | None:
-    """The answer a tool program printed: its last ``\\boxed{}``, else its last non-empty line."""
-    boxed, error = extract_boxed(stdout)
+    """The answer a tool program printed: its last ``\\boxed{}``, else its last ``#### N`` line, else its
+    last non-empty line."""
+    boxed, error = extract_final_answer(stdout)
     if error is None:
         return boxed[:MAX_ANSWER_CHARS]
     lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
@@ -181,7 +183,7 @@ class MathToolEnv(TextAECEnv):
 
     def _reasoner_act(self, text: str) -> StepResult:
         self.reasoner_text = text[:REASONER_TEXT_CHARS]
-        answer, error = extract_boxed(text)
+        answer, error = extract_final_answer(text)
         if answer is not None:
             answer = answer[:MAX_ANSWER_CHARS]
         self.reasoner_answer = answer

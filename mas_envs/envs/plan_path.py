@@ -7,7 +7,8 @@ live in :mod:`mas_envs.games.plan_path`; this module turns them into prompts and
 Options: ``size`` / ``obstacle_ratio`` or a ``preset`` ("4x4", "5x5", "6x6", "10x10"),
 ``observation_detail`` ("rich": grid plus coordinates, goal direction, neighbours and an example,
 one-word answers; "bare": the paper-style grid and instructions), ``max_moves_per_turn``,
-``split`` ("train" | "test") and ``test_size``.
+``split`` ("train" | "validation" | "test"; validation and test are fixed lists of ``test_size`` mazes)
+and ``test_size``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gymnasium.spaces import Box
 
 from mas_envs.envs.puzzle_env import PuzzleEnv
 from mas_envs.games import plan_path as game
+from mas_envs.games.splits import FIXED_SPLITS, check_split
 from mas_envs.parsing import parse_move_list
 
 PRESETS: dict[str, tuple[int, float]] = {
@@ -61,8 +63,7 @@ class PlanPathEnv(PuzzleEnv):
             raise ValueError(f"plan_path: obstacle_ratio must be in [0, 0.5], got {obstacle_ratio}")
         if observation_detail not in ("bare", "rich"):
             raise ValueError(f"plan_path: observation_detail must be 'bare' or 'rich', got {observation_detail!r}")
-        if split not in ("train", "test"):
-            raise ValueError(f"plan_path: split must be 'train' or 'test', got {split!r}")
+        check_split("plan_path", split)
         self.size = int(size)
         self.obstacle_ratio = float(obstacle_ratio)
         self.observation_detail = observation_detail
@@ -80,20 +81,25 @@ class PlanPathEnv(PuzzleEnv):
     def test_puzzles(self) -> tuple[game.Maze, ...]:
         return game.test_mazes(self.size, self.obstacle_ratio, self.test_size)
 
+    def eval_puzzles(self) -> tuple[game.Maze, ...]:
+        """The fixed list evaluated on: the validation list when ``split="validation"``, else the test list."""
+        split = "validation" if self.split == "validation" else "test"
+        return game.fixed_mazes(split, self.size, self.obstacle_ratio, self.test_size)
+
     def eval_set_fingerprint(self) -> str:
-        """sha256 of the test split's canonical texts (identifies the evaluation set)."""
-        text = "\n\n".join(m.canonical() for m in self.test_puzzles())
+        """sha256 of the evaluation list's canonical texts (the validation list for that split, else test)."""
+        text = "\n\n".join(m.canonical() for m in self.eval_puzzles())
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _new_puzzle(self, options: dict[str, Any]) -> None:
         index = options.get("task_index")
         tag = f"plan_path-{self.size}x{self.size}-{self.split}"
-        if self.split == "test":
+        if self.split in FIXED_SPLITS:
             if index is None:
                 index = int(self.np_random.integers(self.test_size))
             if not 0 <= int(index) < self.test_size:
                 raise ValueError(f"plan_path: task_index must be in [0, {self.test_size}), got {index}")
-            self.maze = self.test_puzzles()[int(index)]
+            self.maze = self.eval_puzzles()[int(index)]
             self.task_id = f"{tag}-{int(index)}"
         else:
             seed = int(index) if index is not None else int(self.np_random.integers(2**62))

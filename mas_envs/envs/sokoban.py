@@ -7,7 +7,8 @@ episode ends). Rewards per move are those of :mod:`mas_envs.games.sokoban`: step
 goal +1, off a goal -1, all boxes on goals +10, invalid move -0.5, deadlock -5, optional shaping.
 
 Puzzles: by default rooms from the seeded reverse-play generator (the paper's 6x6 room, one box),
-``split="train"`` or ``"test"`` (``test_size`` fixed puzzles, disjoint from train by construction);
+``split="train"``, ``"validation"`` or ``"test"`` (validation and test: ``test_size`` fixed puzzles each;
+the three splits are disjoint by construction);
 or a level collection via ``level_file=path`` or ``levels=[texts]`` / ``levels="microban"`` (an
 installed cavepacker collection). ``reset(options={"task_index": i})`` picks puzzle ``i``.
 """
@@ -23,7 +24,16 @@ from gymnasium.spaces import Box
 
 from mas_envs.envs.puzzle_env import PuzzleEnv
 from mas_envs.games import sokoban as rules
-from mas_envs.games.sokoban_generate import TEST_SEED_BASE, GeneratorConfig, Puzzle, fingerprint, eval_puzzles, train_puzzle
+from mas_envs.games.sokoban_generate import (
+    TEST_SEED_BASE,
+    GeneratorConfig,
+    Puzzle,
+    eval_puzzles,
+    fingerprint,
+    train_puzzle,
+    validation_puzzles,
+)
+from mas_envs.games.splits import FIXED_SPLITS, check_split
 from mas_envs.games.sokoban_levels import Level, find_cavepacker_levels, load_levels, parse_levels
 
 _DIRECTION_NAMES = {"U": "up", "D": "down", "L": "left", "R": "right"}
@@ -128,8 +138,7 @@ class SokobanEnv(PuzzleEnv):
         solver_max_expansions: int = 200_000,
         **kwargs: Any,
     ):
-        if split not in ("train", "test"):
-            raise ValueError(f"sokoban: split must be 'train' or 'test', got {split!r}")
+        check_split("sokoban", split)
         if observation_detail not in ("bare", "rich"):
             raise ValueError(f"sokoban: observation_detail must be 'bare' or 'rich', got {observation_detail!r}")
         if int(max_moves_per_turn) < 1:
@@ -188,17 +197,23 @@ class SokobanEnv(PuzzleEnv):
         room, start = level.parse()
         return Puzzle(room, start, rules.render(room, start), solution_length=-1)
 
-    def eval_set_fingerprint(self) -> str:
-        """sha256 of the canonical text of the evaluation puzzles (test split or loaded levels)."""
+    def eval_puzzles(self) -> tuple[Puzzle, ...]:
+        """The fixed list evaluated on: loaded levels, else the validation list for that split, else test."""
         if self.level_puzzles is not None:
-            return fingerprint(self.level_puzzles)
-        return fingerprint(eval_puzzles(self.config, self.test_size))
+            return self.level_puzzles
+        if self.split == "validation":
+            return validation_puzzles(self.config, self.test_size)
+        return eval_puzzles(self.config, self.test_size)
+
+    def eval_set_fingerprint(self) -> str:
+        """sha256 of the canonical text of the evaluation puzzles (see :meth:`eval_puzzles`)."""
+        return fingerprint(self.eval_puzzles())
 
     @property
     def num_tasks(self) -> int:
         if self.level_puzzles is not None:
             return len(self.level_puzzles)
-        return self.test_size if self.split == "test" else TEST_SEED_BASE
+        return self.test_size if self.split in FIXED_SPLITS else TEST_SEED_BASE
 
     @property
     def task_id(self) -> str | None:
@@ -219,10 +234,10 @@ class SokobanEnv(PuzzleEnv):
             if index is None:
                 index = int(self.np_random.integers(len(self.level_puzzles)))
             puzzle, task_id = self.level_puzzles[index], f"sokoban/levels/{index}:{self.levels[index].name}"
-        elif self.split == "test":
+        elif self.split in FIXED_SPLITS:
             if index is None:
                 index = int(self.np_random.integers(self.test_size))
-            puzzle, task_id = eval_puzzles(self.config, self.test_size)[index], f"sokoban/test/{index}"
+            puzzle, task_id = self.eval_puzzles()[index], f"sokoban/{self.split}/{index}"
         else:
             if index is None:
                 index = int(self.np_random.integers(TEST_SEED_BASE))

@@ -10,7 +10,7 @@ columns counted **from 1**. The episode terminates when the grid is solved.
 
 Options: ``size`` (4 or 9), ``difficulty`` ("easy" | "medium" | "hard"; 4x4: 10/8/6 clues, 9x9:
 40/32/26) or ``n_clues`` or ``n_holes`` (empty cells), ``split``
-("train" | "test"), ``test_size``.
+("train" | "validation" | "test"; validation and test are fixed lists of ``test_size`` puzzles), ``test_size``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gymnasium.spaces import Box
 
 from mas_envs.envs.puzzle_env import PuzzleEnv
 from mas_envs.games import sudoku as game
+from mas_envs.games.splits import FIXED_SPLITS, check_split
 from mas_envs.parsing import MAX_PARSE_CHARS
 
 # A JSON list whose items are flat lists: [[...], [...], ...]
@@ -59,8 +60,7 @@ class SudokuEnv(PuzzleEnv):
             n_clues = game.DIFFICULTY_CLUES[size][difficulty]
         if not 0 <= int(n_clues) <= size * size:
             raise ValueError(f"sudoku: n_clues must be in [0, {size * size}], got {n_clues}")
-        if split not in ("train", "test"):
-            raise ValueError(f"sudoku: split must be 'train' or 'test', got {split!r}")
+        check_split("sudoku", split)
         self.size = int(size)
         self.n_clues = int(n_clues)
         self.split = split
@@ -74,20 +74,25 @@ class SudokuEnv(PuzzleEnv):
     def test_puzzles(self) -> tuple[game.Puzzle, ...]:
         return game.test_puzzles(self.size, self.n_clues, self.test_size)
 
+    def eval_puzzles(self) -> tuple[game.Puzzle, ...]:
+        """The fixed list evaluated on: the validation list when ``split="validation"``, else the test list."""
+        split = "validation" if self.split == "validation" else "test"
+        return game.fixed_puzzles(split, self.size, self.n_clues, self.test_size)
+
     def eval_set_fingerprint(self) -> str:
-        """sha256 of the test split's canonical texts (identifies the evaluation set)."""
-        text = "\n\n".join(p.canonical() for p in self.test_puzzles())
+        """sha256 of the evaluation list's canonical texts (the validation list for that split, else test)."""
+        text = "\n\n".join(p.canonical() for p in self.eval_puzzles())
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _new_puzzle(self, options: dict[str, Any]) -> None:
         index = options.get("task_index")
         tag = f"sudoku-{self.size}x{self.size}-{self.split}"
-        if self.split == "test":
+        if self.split in FIXED_SPLITS:
             if index is None:
                 index = int(self.np_random.integers(self.test_size))
             if not 0 <= int(index) < self.test_size:
                 raise ValueError(f"sudoku: task_index must be in [0, {self.test_size}), got {index}")
-            self.puzzle = self.test_puzzles()[int(index)]
+            self.puzzle = self.eval_puzzles()[int(index)]
             self.task_id = f"{tag}-{int(index)}"
         else:
             seed = int(index) if index is not None else int(self.np_random.integers(2**62))

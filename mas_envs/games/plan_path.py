@@ -21,8 +21,8 @@ Rewards (per move; a turn's reward is the sum over its moves):
 
 Generation (:func:`generate_maze`) places ``round(obstacle_ratio * size**2)`` walls at random, picks a
 start, then a goal among the cells BFS-reachable from it at distance ``>= min_distance``, so every
-maze is solvable. Train/test are disjoint by content: :func:`split_of` assigns every maze to one split
-by a hash of its canonical text, and the generators for a split reject mazes of the other split.
+maze is solvable. Train/validation/test are disjoint by content: :func:`split_of` assigns every maze to
+one split by a hash of its canonical text, and the generator for a split rejects mazes of the others.
 """
 
 from __future__ import annotations
@@ -200,13 +200,19 @@ def maze_for(split: str, seed: int, size: int, obstacle_ratio: float) -> Maze:
 
 
 @functools.lru_cache(maxsize=16)
-def test_mazes(size: int, obstacle_ratio: float, count: int) -> tuple[Maze, ...]:
-    """The fixed test list: the first ``count`` distinct test mazes over seeds 0, 1, 2, ..."""
+def fixed_mazes(split: str, size: int, obstacle_ratio: float, count: int) -> tuple[Maze, ...]:
+    """The fixed list of a ``validation`` or ``test`` split: the first ``count`` distinct mazes of that
+    split over generator seeds 0, 1, 2, ..."""
     seen, out, seed = set(), [], 0
     while len(out) < count:
-        maze = maze_for("test", seed, size, obstacle_ratio)
+        maze = maze_for(split, seed, size, obstacle_ratio)
         seed += 1
         if maze.canonical() not in seen:
             seen.add(maze.canonical())
             out.append(maze)
     return tuple(out)
+
+
+def test_mazes(size: int, obstacle_ratio: float, count: int) -> tuple[Maze, ...]:
+    """The fixed test list (see :func:`fixed_mazes`)."""
+    return fixed_mazes("test", size, obstacle_ratio, count)

@@ -7,9 +7,10 @@ the optimal solver confirms it and records the optimal solution length. Rooms th
 settle within its cap, or whose solution is too short/long, are discarded and the seed's stream
 draws again.
 
-Train and test are disjoint by construction: test puzzle ``i`` comes from seed ``TEST_SEED_BASE + i``,
-train seeds lie in ``[0, TEST_SEED_BASE)``, and a train draw whose text equals a test puzzle is
-redrawn (content dedupe).
+Train, validation and test are disjoint by construction: test puzzle ``i`` comes from seed
+``TEST_SEED_BASE + i``, validation puzzle ``i`` from ``VALIDATION_SEED_BASE + i`` (a validation draw equal
+to a test puzzle is skipped), train seeds lie in ``[0, TEST_SEED_BASE)``, and a train draw whose text
+equals a test or validation puzzle is redrawn (content dedupe).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from functools import lru_cache
 from mas_envs.games.sokoban import MOVES, Room, State, is_solved, potential, render, solve
 
 TEST_SEED_BASE = 1 << 40  # test seeds: TEST_SEED_BASE + i; train seeds: [0, TEST_SEED_BASE)
+VALIDATION_SEED_BASE = 2 << 40  # validation seeds: VALIDATION_SEED_BASE + i (never a train or test seed)
 MAX_ATTEMPTS = 200
 
 
@@ -148,14 +150,34 @@ def eval_puzzles(config: GeneratorConfig, size: int) -> tuple[Puzzle, ...]:
 
 
 @lru_cache(maxsize=16)
+def validation_puzzles(config: GeneratorConfig, size: int) -> tuple[Puzzle, ...]:
+    """The ``size`` validation puzzles: seeds ``VALIDATION_SEED_BASE + 0, 1, ...``, duplicates and puzzles
+    equal to a test puzzle (of a test list of the same ``size``) skipped."""
+    out, seen, seed = [], set(_eval_texts(config, size)), VALIDATION_SEED_BASE
+    while len(out) < size:
+        puzzle = generate(config, seed)
+        seed += 1
+        if puzzle.text not in seen:
+            seen.add(puzzle.text)
+            out.append(puzzle)
+    return tuple(out)
+
+
+@lru_cache(maxsize=16)
 def _eval_texts(config: GeneratorConfig, size: int) -> frozenset:
     return frozenset(p.text for p in eval_puzzles(config, size))
 
 
+@lru_cache(maxsize=16)
+def _held_out_texts(config: GeneratorConfig, size: int) -> frozenset:
+    return _eval_texts(config, size) | frozenset(p.text for p in validation_puzzles(config, size))
+
+
 def train_puzzle(config: GeneratorConfig, seed: int, test_size: int) -> Puzzle:
-    """The train puzzle of ``seed`` (any int; folded into the train range), never equal to a test puzzle."""
+    """The train puzzle of ``seed`` (any int; folded into the train range), never equal to a test or
+    validation puzzle."""
     seed %= TEST_SEED_BASE
-    banned = _eval_texts(config, test_size)
+    banned = _held_out_texts(config, test_size)
     while True:
         puzzle = generate(config, seed)
         if puzzle.text not in banned:
@@ -168,4 +190,6 @@ def fingerprint(puzzles) -> str:
     return hashlib.sha256("\n\n".join(p.text for p in puzzles).encode()).hexdigest()
 
 
-__all__ = ["GeneratorConfig", "Puzzle", "generate", "eval_puzzles", "train_puzzle", "fingerprint", "MOVES"]
+__all__ = [
+    "GeneratorConfig", "Puzzle", "generate", "eval_puzzles", "validation_puzzles", "train_puzzle", "fingerprint", "MOVES",
+]

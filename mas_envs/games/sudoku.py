@@ -19,9 +19,9 @@ Rewards of :func:`apply_fills`:
 Fills of one answer are placed together; a fill that repeats a digit of its row, column or box is
 rejected (repeatedly, until the board is consistent), so the board never breaks the rules.
 
-Train/test are disjoint by construction: :func:`split_of` assigns every *solution grid* to one split
+Train/validation/test are disjoint by construction: :func:`split_of` assigns every *solution grid* to one split
 by a hash of its text, and each split only uses its own solution grids, so a test puzzle never equals
-(or even shares the solution of) a training puzzle.
+(or even shares the solution of) a training or validation puzzle.
 """
 
 from __future__ import annotations
@@ -230,13 +230,19 @@ def puzzle_for(split: str, seed: int, n: int, n_clues: int) -> Puzzle:
 
 
 @functools.lru_cache(maxsize=16)
-def test_puzzles(n: int, n_clues: int, count: int) -> tuple[Puzzle, ...]:
-    """The fixed test list: the first ``count`` distinct test puzzles over seeds 0, 1, 2, ..."""
+def fixed_puzzles(split: str, n: int, n_clues: int, count: int) -> tuple[Puzzle, ...]:
+    """The fixed list of a ``validation`` or ``test`` split: the first ``count`` distinct puzzles of that
+    split over seeds 0, 1, 2, ..."""
     seen, out, seed = set(), [], 0
     while len(out) < count:
-        puzzle = puzzle_for("test", seed, n, n_clues)
+        puzzle = puzzle_for(split, seed, n, n_clues)
         seed += 1
         if puzzle.givens not in seen:
             seen.add(puzzle.givens)
             out.append(puzzle)
     return tuple(out)
+
+
+def test_puzzles(n: int, n_clues: int, count: int) -> tuple[Puzzle, ...]:
+    """The fixed test list (see :func:`fixed_puzzles`)."""
+    return fixed_puzzles("test", n, n_clues, count)
