@@ -315,6 +315,56 @@ def test_tester_is_credited_for_catching_wrong_code():
     assert not env2.infos["tester"]["tester_caught"] and env2.infos["tester"]["local_reward"] == 1.0
 
 
+def _tester_reward(tests: str, code: str | None = None, task_index: int = 0) -> dict:
+    """The tester's infos after ``tests`` on train/fn/000 (sum_of_digits), with the coder's ``code`` first."""
+    env = env_at(task_index)
+    env.step(f"```python\n{code}\n```" if code is not None else env.unwrapped.scripted_action("coder"))
+    env.step(f"```python\n{tests}\n```")
+    return env.infos["tester"]
+
+
+def test_tester_reward_hand_built_cases():
+    """Right and discriminating tests earn the top reward; tests that check nothing do not (the paper's code
+    had a tester-reward bug of this kind: trivially passing tests were rewarded like real ones)."""
+    real = "assert sum_of_digits(123) == 6\nassert sum_of_digits(7) == 7\nassert sum_of_digits(0) == 0"
+    cases = {
+        "real": _tester_reward(real),
+        "assert_true": _tester_reward("assert True\nassert 1 == 1"),
+        "call_only": _tester_reward("assert sum_of_digits(5) is None or True"),
+        "wrong": _tester_reward("assert sum_of_digits(123) == 7"),
+        "half_real": _tester_reward("assert 1 == 1\nassert sum_of_digits(99) == 18"),
+        "only_constant_asserts": _tester_reward("assert True"),  # not a test at all: a parse penalty
+        # a test that is right but that the null program (returns None) also passes ...
+        "null_passes": _tester_reward("assert sum_of_digits(0) != 1"),
+    }
+    reward = {k: v["local_reward"] for k, v in cases.items()}
+    assert reward["real"] == pytest.approx(1.0) and cases["real"]["tester_discrimination"] == 1.0
+    assert reward["assert_true"] == pytest.approx(0.5) and cases["assert_true"]["tester_validity"] == 1.0
+    assert reward["call_only"] == pytest.approx(0.5) and cases["call_only"]["tester_discrimination"] == 0.0
+    assert reward["wrong"] == 0.0
+    assert reward["half_real"] == pytest.approx(0.75)
+    assert reward["null_passes"] == pytest.approx(0.5)
+    assert reward["only_constant_asserts"] < 0 and cases["only_constant_asserts"]["parse_error"]
+    assert reward["real"] > reward["half_real"] > reward["assert_true"] > reward["wrong"]
+    # ... but fails on the coder's wrong code: then it discriminates, and catches it
+    off_by_one = "def sum_of_digits(n):\n    return sum(int(c) for c in str(n)) + (1 if n == 0 else 0)"
+    caught = _tester_reward("assert sum_of_digits(0) != 1", code=off_by_one)
+    assert caught["tester_caught"] and caught["local_reward"] == pytest.approx(1.5)
+    # wrong code and a trivial test: nothing caught, no discrimination
+    missed = _tester_reward("assert 1 == 1", code=off_by_one)
+    assert not missed["tester_caught"] and missed["local_reward"] == pytest.approx(0.5)
+
+
+def test_right_stdio_tests_discriminate_against_the_null_program():
+    problem = TRAIN[FIRST_STDIO]
+    env = env_at(FIRST_STDIO)
+    env.step(env.unwrapped.scripted_action("coder"))
+    first = problem.tests.cases[0]
+    env.step("```json\n" + json.dumps([{"input": first.input, "output": first.output}]) + "\n```")
+    info = env.infos["tester"]
+    assert info["tester_validity"] == 1.0 and info["tester_discrimination"] == 1.0
+
+
 def test_episode_ends_when_generated_tests_pass():
     env = env_at(0)
     env.step(env.unwrapped.scripted_action("coder"))

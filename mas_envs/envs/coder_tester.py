@@ -25,10 +25,15 @@ Rewards (``infos`` report ``team_reward`` and ``local_reward``; the step reward 
 
 * team, every step: pass rate of the current code on the hidden golden tests (0 before any code).
 * coder local: the same golden pass rate (parse penalty when the reply has no code block).
-* tester local: ``validity + catch_bonus * caught`` where ``validity`` = fraction of its tests that
-  the reference solution passes, and ``caught`` = 1 when the current code is wrong on the golden
-  tests and at least one valid test fails on it (0 otherwise). Problems without a reference
-  solution (LiveCodeBench) give validity 0. Parse penalty when no tests can be read.
+* tester local: ``0.5 * validity + 0.5 * discrimination + catch_bonus * caught``. ``validity`` = fraction
+  of its tests the reference solution passes (right tests); ``discrimination`` = fraction of its tests
+  that are valid *and* fail on at least one known-wrong program -- the null program (a function that
+  returns None, or a program that prints nothing), and the current code when it is wrong on the golden
+  tests -- so a test that checks nothing (``assert True``) is right but earns no discrimination;
+  ``caught`` = 1 when the current code is wrong on the golden tests and at least one valid test fails
+  on it (0 otherwise). Top reward 1 (1 + catch_bonus when there was wrong code to catch). Problems
+  without a reference solution (LiveCodeBench) give validity and discrimination 0. Parse penalty when
+  no tests can be read.
 * success: the final code passes ALL golden tests.
 
 Data: ``dataset="train"`` / ``"validation"`` (the bundled problems, split 49 / 14 by prompt hash) or
@@ -169,7 +174,8 @@ class CoderTesterEnv(TextAECEnv):
             else:
                 suite, error = parse_tester_tests(text, problem.kind)
                 if error is None:
-                    for program in (problem.reference, state.code):
+                    null = self._null_program_if_wrong() if problem.reference is not None else None
+                    for program in (problem.reference, state.code, null):
                         if program is not None:
                             requests.append(GradeRequest(program, suite, problem.entry_point, problem.context))
         self.grader.grade_many(requests)
@@ -207,17 +213,23 @@ class CoderTesterEnv(TextAECEnv):
             self._end_turn()
             return StepResult(team=self._golden_rate(), local=self.parse_penalty, parse_error=error,
                               feedback=f"no tests: {error}", info=self._facts())
-        requests = []
+        programs = {"code": self.state.code}
         if problem.reference is not None:
-            requests.append(GradeRequest(problem.reference, suite, problem.entry_point, problem.context))
-        if self.state.code is not None:
-            requests.append(GradeRequest(self.state.code, suite, problem.entry_point, problem.context))
-        reports = self.grader.grade_many(requests)
-        on_reference = reports[0] if problem.reference is not None else None
-        check = reports[-1] if self.state.code is not None else None
-        valid = on_reference.passed_mask() if on_reference is not None else [False] * suite.n_tests
+            programs.update(reference=problem.reference, null=self._null_program_if_wrong())
+        programs = {k: v for k, v in programs.items() if v is not None}
+        reports = dict(zip(programs, self.grader.grade_many(
+            [GradeRequest(code, suite, problem.entry_point, problem.context) for code in programs.values()]
+        )))
+        check = reports.get("code")
+        valid = reports["reference"].passed_mask() if "reference" in reports else [False] * suite.n_tests
         validity = sum(valid) / suite.n_tests
         code_wrong = self.state.golden is not None and not self.state.golden.all_passed
+        wrong_programs = [reports[k].passed_mask() for k in ("null",) if k in reports]
+        if code_wrong and check is not None:
+            wrong_programs.append(check.passed_mask())
+        # a discriminating test is right (the reference passes it) and fails on some known-wrong program
+        discriminating = [v and any(not mask[i] for mask in wrong_programs) for i, v in enumerate(valid)]
+        discrimination = sum(discriminating) / suite.n_tests
         caught = bool(
             code_wrong and check is not None and any(v and not ok for v, ok in zip(valid, check.passed_mask()))
         )
@@ -227,13 +239,25 @@ class CoderTesterEnv(TextAECEnv):
             log += ((self.turn, "tester", self._check_summary(check, suite)),)
         self.state = dataclasses.replace(self.state, tests_source=tests_source, tests=suite, check=check, log=log)
         self._end_turn()
-        local = validity + (self.catch_bonus if caught else 0.0)
+        local = 0.5 * validity + 0.5 * discrimination + (self.catch_bonus if caught else 0.0)
         done = check is not None and check.all_passed
         feedback = (f"{suite.n_tests} tests; the code passes {check.n_passed}" if check else f"{suite.n_tests} tests; no code yet")
         info = self._facts()
-        info.update(tester_validity=validity, tester_caught=caught, tester_n_tests=suite.n_tests,
+        info.update(tester_validity=validity, tester_discrimination=discrimination, tester_caught=caught,
+                    tester_n_tests=suite.n_tests,
                     tester_has_reference=problem.reference is not None)
         return StepResult(team=self._golden_rate(), local=local, done=done, feedback=feedback, info=info)
+
+    def _null_program_if_wrong(self) -> str | None:
+        """The null program of this problem (returns None / prints nothing), when the golden tests say it is
+        wrong (almost always; a problem whose answer is always None would make it right)."""
+        problem = self.problem
+        if problem.kind == STDIO:
+            null = "pass\n"
+        else:
+            null = f"def {problem.entry_point}(*args, **kwargs):\n    return None\n"
+        golden = self.grader.grade_many([GradeRequest(null, problem.tests, problem.entry_point, problem.context)])[0]
+        return None if golden.all_passed else null
 
     def _end_turn(self) -> None:
         self.state = dataclasses.replace(self.state, turn_start_code=self.state.code)
