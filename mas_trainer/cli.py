@@ -68,6 +68,20 @@ def _config_parser():
     return parser
 
 
+def _unknown_flags_message(unknown: list[str], fields: dict) -> str:
+    import difflib
+
+    flags = [a for a in unknown if a.startswith("--")]
+    if not flags:
+        return f"unrecognized arguments: {' '.join(unknown)}"
+    hints = []
+    for flag in flags:
+        name = flag[2:].split("=", 1)[0].replace("-", "_")
+        close = difflib.get_close_matches(name, list(fields), n=1)
+        hints.append(f"{flag} (did you mean --{close[0]}?)" if close else flag)
+    return f"unknown option{'s' if len(flags) > 1 else ''}: {', '.join(hints)}; --help-all lists every field"
+
+
 def parse_config(argv: list[str] | None):
     """``(config, options)`` from a command line; raises :class:`UsageError` for bad input."""
     from mas_envs.registry import list_envs
@@ -93,8 +107,11 @@ def parse_config(argv: list[str] | None):
         raise SystemExit(0)
     namespace, unknown = parser.parse_known_args(rest)
     if unknown:
-        raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
-    given = {k: v for k, v in vars(namespace).items() if f"--{k}" in rest or any(a.startswith(f"--{k}=") for a in rest)}
+        raise UsageError(_unknown_flags_message(unknown, vars(namespace)))
+    # What the command line set = what differs from a parse of nothing. Comparing values (not spelling)
+    # keeps --learning-rate, --learning_rate and --no_<flag> alike, as HfArgumentParser accepts all three.
+    defaults = vars(parser.parse_args([]))
+    given = {k: v for k, v in vars(namespace).items() if v != defaults.get(k)}
     overrides = {"env": env, "policy_mode": policy}
     for field, value in (("model", options.model), ("workflow", options.workflow), ("grouping", options.grouping),
                          ("max_steps", options.steps), ("backend", options.backend),

@@ -38,7 +38,7 @@ def run_args(model: Path, output: Path, steps: int) -> list[str]:
         (["--steps", "0"], "--steps must be >= 1"),
         (["--num_generations", "1"], "num_generations"),
         (["--learning_rate", "abc"], "invalid float value"),
-        (["--frobnicate", "3"], "unrecognized arguments"),
+        (["--frobnicate", "3"], "unknown option: --frobnicate"),
         (["--policy", "specialized", "--workflow", "single"], "several roles"),
         (["--model", "/no/such/model-folder", "--workflow", "single"], "cannot load model"),
     ],
@@ -110,3 +110,25 @@ def test_killed_run_resumes_without_losing_steps(tmp_path, taught_model_dir):  #
     # Resuming a finished run does nothing and keeps the metrics.
     assert main([*run_args(taught_model_dir, run_dir, steps), "--resume"]) == 0
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == steps
+
+
+# ---------------------------------------------------------------------- mas-train flags, as TRL's CLIs take them
+@pytest.mark.parametrize("argv,field,value", [
+    (["--learning-rate", "3e-4"], "learning_rate", 3e-4),          # dashed, as TRL's own CLIs accept
+    (["--learning_rate", "3e-4"], "learning_rate", 3e-4),
+    (["--learning_rate=2e-4"], "learning_rate", 2e-4),
+    (["--no_skip_zero_variance_groups"], "skip_zero_variance_groups", False),
+    (["--num-generations", "3"], "num_generations", 3),
+])
+def test_mas_train_flags_are_never_silently_ignored(argv, field, value):
+    from mas_trainer.cli import parse_config
+
+    config, _ = parse_config(argv)
+    assert getattr(config, field) == pytest.approx(value) if isinstance(value, float) else getattr(config, field) == value
+
+
+def test_mas_train_misspelled_flag_names_the_closest_field():
+    from mas_trainer.cli import UsageError, parse_config
+
+    with pytest.raises(UsageError, match=r"--learnin_rate \(did you mean --learning_rate\?\)"):
+        parse_config(["--learnin_rate", "1e-4"])
