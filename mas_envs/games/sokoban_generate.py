@@ -136,10 +136,9 @@ def _connected(width: int, cells: set) -> bool:
 
 
 # ---------------------------------------------------------------------- splits
-@lru_cache(maxsize=16)
-def eval_puzzles(config: GeneratorConfig, size: int) -> tuple[Puzzle, ...]:
-    """The ``size`` test puzzles: seeds ``TEST_SEED_BASE + 0, 1, ...``, duplicates skipped."""
-    out, seen, seed = [], set(), TEST_SEED_BASE
+def _distinct_run(config: GeneratorConfig, size: int, first_seed: int, banned: frozenset = frozenset()) -> tuple[Puzzle, ...]:
+    """The first ``size`` distinct puzzles over seeds ``first_seed, first_seed + 1, ...``, none in ``banned``."""
+    out, seen, seed = [], set(banned), first_seed
     while len(out) < size:
         puzzle = generate(config, seed)
         seed += 1
@@ -147,20 +146,19 @@ def eval_puzzles(config: GeneratorConfig, size: int) -> tuple[Puzzle, ...]:
             seen.add(puzzle.text)
             out.append(puzzle)
     return tuple(out)
+
+
+@lru_cache(maxsize=16)
+def eval_puzzles(config: GeneratorConfig, size: int) -> tuple[Puzzle, ...]:
+    """The ``size`` test puzzles: seeds ``TEST_SEED_BASE + 0, 1, ...``, duplicates skipped."""
+    return _distinct_run(config, size, TEST_SEED_BASE)
 
 
 @lru_cache(maxsize=16)
 def validation_puzzles(config: GeneratorConfig, size: int) -> tuple[Puzzle, ...]:
     """The ``size`` validation puzzles: seeds ``VALIDATION_SEED_BASE + 0, 1, ...``, duplicates and puzzles
     equal to a test puzzle (of a test list of the same ``size``) skipped."""
-    out, seen, seed = [], set(_eval_texts(config, size)), VALIDATION_SEED_BASE
-    while len(out) < size:
-        puzzle = generate(config, seed)
-        seed += 1
-        if puzzle.text not in seen:
-            seen.add(puzzle.text)
-            out.append(puzzle)
-    return tuple(out)
+    return _distinct_run(config, size, VALIDATION_SEED_BASE, banned=_eval_texts(config, size))
 
 
 @lru_cache(maxsize=16)
