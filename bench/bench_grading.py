@@ -61,6 +61,7 @@ def replay_vs_legacy(problems, cold: bool) -> tuple[float, float]:
         if not cold:
             new_grader.grade_many(candidates(problem)[:1])
         for grade_new in (True, False):
+            code_grading._REPORTS.clear()
             code_grading._VERDICTS.clear()  # distinct programs rarely share all results; do not let copies
             if cold:
                 code_grading._DISCOVERED.clear()

@@ -29,6 +29,7 @@ The tester's text becomes a :class:`TestSuite` with :func:`parse_tester_tests` (
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import hmac
 import json
@@ -146,11 +147,14 @@ class Grader:
         from mas_envs.sandbox import Job, run_many  # lazily: loading problems needs no sandbox
 
         reports: list[GradeReport | None] = [None] * len(requests)
+        keys = [self._report_key(req) for req in requests]
         jobs: list[Job] = []
         owners: list[tuple[int, int]] = []
         functions: list[tuple[int, _FunctionGrading]] = []
         for r, req in enumerate(requests):
-            if req.suite.n_tests == 0:
+            if keys[r] in _REPORTS:
+                reports[r] = _REPORTS[keys[r]]
+            elif req.suite.n_tests == 0:
                 reports[r] = GradeReport((), load_error="no tests")
             elif req.suite.kind == STDIO:
                 program = (req.context + "\n" + req.program) if req.context else req.program
@@ -169,7 +173,17 @@ class Grader:
         self._grade_functions([g for _, g in functions])
         for r, grading in functions:
             reports[r] = grading.report()
+        for key, rep in zip(keys, reports):
+            if rep is not None:
+                _lru_put(_REPORTS, key, rep)
         return [rep if rep is not None else GradeReport((), load_error="not graded") for rep in reports]
+
+    def _report_key(self, req: GradeRequest) -> str:
+        """Everything that can change a report. Runs are cached by the sandbox anyway (identical runs
+        give identical results); caching the report too spares a branch that re-sends the same code
+        the bookkeeping of a whole grading round."""
+        head = json.dumps([_suite_digest(req.suite), req.context, req.entry_point, self.test_timeout, self.memory_mb])
+        return hashlib.sha256((head + "\0" + req.program).encode("utf-8", "surrogatepass")).hexdigest()
 
     # ------------------------------------------------------------------ function problems
     def _grade_functions(self, gradings: list[_FunctionGrading]) -> None:
@@ -272,6 +286,7 @@ class Grader:
 # a branch graded again after its batch needs no new judge run.
 _DISCOVERED: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 _VERDICTS: OrderedDict[str, tuple[TestOutcome, ...]] = OrderedDict()
+_REPORTS: OrderedDict[str, GradeReport] = OrderedDict()  # by Grader._report_key
 _CACHE_ENTRIES = 4096
 _SECRET_KEY = os.urandom(32)
 
@@ -313,14 +328,27 @@ def _killed(result) -> tuple[str, str]:
     return ("timeout" if why == "timeout" else "crash"), why
 
 
+@functools.lru_cache(maxsize=1024)
+def _suite_digest(suite: TestSuite) -> str:
+    body = json.dumps([suite.kind, [(t.source, t.is_test) for t in suite.steps],
+                       [(c.input, c.output) for c in suite.cases]])
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _suite_plan(steps: tuple, context: str, entry_point: str | None) -> tuple[tuple, str]:
+    """The judge's view of a suite and its id; the same suite is graded again on every step (cached)."""
+    plan = tuple((s.source, s.is_test, _probe(s.source) if s.is_test else None) for s in steps)
+    suite_id = hashlib.sha256(json.dumps([plan, context, entry_point]).encode("utf-8", "surrogatepass")).hexdigest()
+    return plan, suite_id
+
+
 class _FunctionGrading:
     """One program on one function-problem suite: the runner's results by call, the tests' verdicts."""
 
     def __init__(self, req: GradeRequest):
         self.req = req
-        self.steps = [(s.source, s.is_test, _probe(s.source) if s.is_test else None) for s in req.suite.steps]
-        self.suite_id = hashlib.sha256(json.dumps([self.steps, req.context, req.entry_point]).encode(
-            "utf-8", "surrogatepass")).hexdigest()
+        self.steps, self.suite_id = _suite_plan(req.suite.steps, req.context, req.entry_point)
         self.wanted: list[str] = []
         self.results: dict[str, list] = {}
         self.loaded = False

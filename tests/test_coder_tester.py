@@ -1,6 +1,7 @@
 """The coder/tester environment: data, grading in the real sandbox, rewards, episode flow, branching."""
 
 import base64
+import dataclasses
 import json
 import pickle
 import time
@@ -226,6 +227,23 @@ def test_wrong_solution_is_graded_failure():
     assert env.terminations["coder"] and not info["success"]
     assert 0.0 < info["golden_pass_rate"] < 1.0
     assert info["golden_passed"] < info["golden_total"] == problem.tests.n_tests
+
+
+def test_graded_reports_are_reused_only_for_the_same_program_suite_and_limits():
+    problem = HUMANEVAL[2]
+    right = GradeRequest(problem.reference, problem.tests, problem.entry_point, problem.context)
+    wrong = GradeRequest(f"{problem.prompt}    return 0.0\n", problem.tests, problem.entry_point, problem.context)
+    grader = Grader()
+    first = grader.grade_many([right, wrong])
+    assert first[0].all_passed and not first[1].all_passed
+    again = grader.grade_many([wrong, right])  # from the report cache: same reports, in request order
+    assert again == [first[1], first[0]]
+    # One test fewer is another suite: graded afresh, with fewer outcomes.
+    fewer = dataclasses.replace(problem.tests, steps=problem.tests.steps[:-1])
+    shorter = grader.grade(dataclasses.replace(right, suite=fewer))
+    assert shorter.all_passed and shorter.n_tests == problem.tests.n_tests - 1
+    # A stricter time limit is another key too (the report of a slow program could differ).
+    assert Grader(test_timeout=1.0)._report_key(right) != grader._report_key(right)
 
 
 def test_endless_loop_and_crash_are_failures_within_bounded_time():

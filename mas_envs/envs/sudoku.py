@@ -185,6 +185,9 @@ def _fills_from_json(candidate: str, n: int) -> tuple[list | None, str | None]:
         return None, "empty answer list"
     values = []
     for row in rows:
+        if type(row) is list and all(type(item) is int for item in row):  # the common case, checked fast
+            values.append(row)
+            continue
         ints = []
         for item in row:
             if item is None or item == ".":

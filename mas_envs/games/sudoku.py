@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import random
 from dataclasses import dataclass
 
@@ -63,6 +64,16 @@ def layout(n: int) -> tuple[tuple[int, int, int], ...]:
     if b * b != n:
         raise ValueError(f"sudoku: size must be a square (4 or 9), got {n}")
     return tuple((i // n, i % n, (i // n) // b * b + (i % n) // b) for i in range(n * n))
+
+
+@functools.lru_cache(maxsize=None)
+def peers(n: int) -> tuple[tuple[int, ...], ...]:
+    """For each cell index: the other cells of its row, column and box (each once)."""
+    where = layout(n)
+    return tuple(
+        tuple(j for j in range(n * n) if j != i and (where[j][0] == r or where[j][1] == c or where[j][2] == b))
+        for i, (r, c, b) in enumerate(where)
+    )
 
 
 def grid_text(grid: Grid, n: int) -> str:
@@ -176,9 +187,7 @@ def conflicts(board: Grid, n: int, i: int) -> bool:
     v = board[i]
     if not v:
         return False
-    where = layout(n)
-    r, c, b = where[i]
-    return any(board[j] == v and j != i and (where[j][0] == r or where[j][1] == c or where[j][2] == b) for j in range(n * n))
+    return v in [board[j] for j in peers(n)[i]]
 
 
 def apply_fills(puzzle: Puzzle, board: Grid, fills: list[tuple[int, int, int]]) -> tuple[Grid, float, str, bool]:
@@ -204,7 +213,8 @@ def apply_fills(puzzle: Puzzle, board: Grid, fills: list[tuple[int, int, int]]) 
         new[i] = v
     # Reject fills that repeat a digit; rejecting one can uncover another's conflict, so repeat.
     while True:
-        bad = [i for i in placed if conflicts(tuple(new), n, i)]
+        current = tuple(new)
+        bad = [i for i in placed if conflicts(current, n, i)]
         if not bad:
             break
         for i in bad:
@@ -212,10 +222,10 @@ def apply_fills(puzzle: Puzzle, board: Grid, fills: list[tuple[int, int, int]]) 
             new[i] = board[i]
     new_board = tuple(new)
     sol = puzzle.solution
-    gained = sum(new_board[i] == sol[i] for i in range(n * n)) - sum(board[i] == sol[i] for i in range(n * n))
+    gained = sum(map(operator.eq, new_board, sol)) - sum(map(operator.eq, board, sol))
     solved = new_board == sol
     reward = PROGRESS * gained + INVALID_COST * len(invalid) + (SOLVED_BONUS if solved else 0.0)
-    changed = sum(new_board[i] != board[i] for i in range(n * n))
+    changed = sum(map(operator.ne, new_board, board))
     feedback = f"{changed} cell(s) changed, {len(invalid)} invalid fill(s)"
     if invalid:
         feedback += ": " + "; ".join(invalid[:5]) + ("; ..." if len(invalid) > 5 else "")
