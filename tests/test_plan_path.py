@@ -264,6 +264,48 @@ def test_scripted_policy_solves_test_puzzles_mas():
         assert env.success and env.terminations["planner"]
 
 
+# A search written against the variables that tool_prompt="code" defines (what a model is asked to write).
+BFS_ON_VARIABLES = """```python
+from collections import deque
+seen, queue = {start: []}, deque([start])
+while queue:
+    cell = queue.popleft()
+    if cell == goal:
+        break
+    for name, (dr, dc) in moves.items():
+        nxt = (cell[0] + dr, cell[1] + dc)
+        if 0 <= nxt[0] < len(grid) and 0 <= nxt[1] < len(grid[0]) and grid[nxt[0]][nxt[1]] != "#" and nxt not in seen:
+            seen[nxt] = seen[cell] + [name]
+            queue.append(nxt)
+print(json.dumps(seen[goal]))
+```"""
+
+
+def test_code_tool_prompt_defines_the_state_and_is_graded_like_any_program():
+    env = PlanPathEnv(workflow="mas", preset="4x4", split="validation", tool_prompt="code", max_turns=1)
+    for i in range(10):
+        env.reset(options={"task_index": i})
+        prompt = env.observe("tool")["prompt"]
+        assert f"start = {tuple(env.walk.pos)}" in prompt and "Grid:" not in prompt  # short: no puzzle prose
+        assert "start =" not in env.observe("planner")["prompt"]  # the planner's prompt is unchanged
+        env.step(BFS_ON_VARIABLES)
+        assert env.infos["tool"]["parse_error"] is None
+        assert json.loads(env.tool_output) == json.loads(env.scripted_action("planner"))
+        assert env.infos["tool"]["tool_credit"] == pytest.approx(1.0)  # ran, valid, reaches G, optimal
+        assert env.tool_code.startswith("from collections")  # the planner is shown the tool's own code
+    # The full prompt's program gets no variables: the same code fails there (NameError), penalised.
+    full = PlanPathEnv(workflow="mas", preset="4x4", split="validation", max_turns=1)
+    full.reset(options={"task_index": 0})
+    full.step(BFS_ON_VARIABLES)
+    assert full.infos["tool"]["parse_error"] and full.rewards["tool"] == pytest.approx(full.parse_penalty)
+    # The scripted tool reads stdin, which is the same in both modes.
+    env.reset(options={"task_index": 0})
+    env.step(env.scripted_action("tool"))
+    assert env.infos["tool"]["parse_error"] is None
+    with pytest.raises(ValueError, match="tool_prompt"):
+        PlanPathEnv(workflow="mas", tool_prompt="short")
+
+
 def test_mas_tool_garbage_is_penalised():
     env = PlanPathEnv(workflow="mas", preset="4x4")
     env.reset(seed=0)

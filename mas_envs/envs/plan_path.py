@@ -189,6 +189,21 @@ class PlanPathEnv(PuzzleEnv):
     def _tool_stdin(self) -> str:
         return self._puzzle_text()
 
+    def _tool_preamble(self) -> str:
+        rows = ", ".join(json.dumps(row) for row in self.maze.rows)
+        return "\n".join([
+            "import json",
+            f"grid = [{rows}]  # rows top to bottom; '{game.WALL}' wall, '{game.FREE}' free",
+            f"start = {tuple(self.walk.pos)}  # (row, col) of A, where you are",
+            f"goal = {tuple(self.maze.goal)}  # (row, col) of G",
+            'moves = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}  # (d_row, d_col)',
+        ])
+
+    def _tool_task(self) -> str:
+        cap = f" (at most {self.max_moves_per_turn})" if self._moves_capped() else ""
+        return (f"Print the shortest list of moves from start to goal{cap} that avoids walls, as JSON: "
+                'print(json.dumps(["D", "R"])).')
+
     def _render_text(self) -> str:
         status = f"turn {self.turn}/{self.max_turns}, moves {self.walk.moves}, invalid {self.walk.invalid}"
         return "\n".join(self._grid_lines() + [status])

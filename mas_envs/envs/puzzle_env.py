@@ -35,15 +35,23 @@ TOOL_OUTPUT_CHARS = 2000  # how much of the tool's stdout the planner is shown
 # The tool's local reward, graded: each part earned adds its weight (a program that prints an optimal
 # solving answer earns 1.0; one that prints a valid but useless answer 0.5).
 TOOL_CREDIT = {"ran": 0.25, "valid": 0.25, "solves": 0.25, "optimal": 0.25}
+# How the tool agent is asked. "full": the puzzle text every role sees, plus the instruction; the program
+# reads the puzzle from stdin. "code": a short code-only request, and the puzzle's state is defined as
+# Python variables before the tool's program runs (shown in the prompt), so a small model spends its
+# budget on the search, not on restating the puzzle or parsing text. stdin is the same in both.
+TOOL_PROMPTS = ("full", "code")
 
 
 class PuzzleEnv(TextAECEnv):
     workflows = {"mas": ("tool", "planner"), "single": ("solver",)}
     default_workflow = "mas"
 
-    def __init__(self, *, sandbox_timeout: float = 5.0, **kwargs: Any):
+    def __init__(self, *, sandbox_timeout: float = 5.0, tool_prompt: str = "full", **kwargs: Any):
+        if tool_prompt not in TOOL_PROMPTS:
+            raise ValueError(f"{type(self).__name__}: tool_prompt must be one of {TOOL_PROMPTS}, got {tool_prompt!r}")
         super().__init__(**kwargs)
         self.sandbox_timeout = float(sandbox_timeout)
+        self.tool_prompt = tool_prompt
         self.tool_code: str | None = None
         self.tool_output: str | None = None
         self.tool_status: str | None = None
@@ -80,6 +88,14 @@ class PuzzleEnv(TextAECEnv):
         """Input given to the tool's program on stdin (e.g. the board as text)."""
         return ""
 
+    def _tool_preamble(self) -> str:
+        """Python lines that define the puzzle's state as variables (``tool_prompt="code"``); "" if none."""
+        return ""
+
+    def _tool_task(self) -> str:
+        """What the tool's program must print, one sentence (``tool_prompt="code"``)."""
+        return f"Print the answer as {self._answer_format()}."
+
     # ------------------------------------------------------------------ TextAECEnv hooks
     def _reset_task(self, options: dict[str, Any]) -> None:
         self.tool_code = self.tool_output = self.tool_status = None
@@ -108,7 +124,9 @@ class PuzzleEnv(TextAECEnv):
         if error is not None:
             self.tool_code, self.tool_output, self.tool_status = None, None, "no code"
             return StepResult(local=self.parse_penalty, parse_error=error, feedback=f"no code: {error}")
-        result = run_python(code, stdin=self._tool_stdin(), timeout=self.sandbox_timeout)
+        preamble = self._tool_preamble() if self.tool_prompt == "code" else ""
+        program = f"{preamble}\n{code}" if preamble else code
+        result = run_python(program, stdin=self._tool_stdin(), timeout=self.sandbox_timeout)
         self.tool_code = code
         self.tool_output = result.stdout[:TOOL_OUTPUT_CHARS]
         self.tool_status = result.reason
@@ -142,6 +160,8 @@ class PuzzleEnv(TextAECEnv):
 
     # ------------------------------------------------------------------ prompts
     def _prompt(self, agent: str) -> str:
+        if agent == "tool" and self.tool_prompt == "code":
+            return self._code_tool_prompt()
         parts = [self._role_intro(agent), self._puzzle_text()]
         history = self.history_text()
         if history:
@@ -162,6 +182,19 @@ class PuzzleEnv(TextAECEnv):
         else:
             parts.append(f"Answer with {self._answer_format()}.")
         return "\n\n".join(p for p in parts if p)
+
+    def _code_tool_prompt(self) -> str:
+        preamble = self._tool_preamble()
+        parts = ["Write a short Python program for your team. Reply with one ```python code block and nothing else."]
+        if preamble:
+            parts.append(f"These lines already run before your code (do not repeat them):\n```python\n{preamble}\n```")
+        else:
+            parts.append("The puzzle, given to your program on stdin:\n" + self._puzzle_text())
+        history = self.history_text()
+        if history:
+            parts.append("Previous turns:\n" + history)
+        parts.append(f"{self._tool_task()} No network; {self.sandbox_timeout:g} s limit.")
+        return "\n\n".join(parts)
 
     def _role_intro(self, agent: str) -> str:
         return {
