@@ -373,7 +373,7 @@ def test_render_ansi_shows_the_grid():
 
 def test_tool_reward_is_graded_and_its_team_term_is_the_turns_outcome():
     """Tool local reward: ran + valid (0.5), reaches the goal (+0.25), optimum/length (+0.25 x ratio);
-    failing code is a parse error; the team term is what the team earns when the printed action is executed."""
+    failing code is a parse error (plus the "ran" rung when it ran without a valid answer); the team term is what the team earns when the printed action is executed."""
     from mas_envs.envs.puzzle_env import TOOL_CREDIT
 
     def tool_step(code: str):
@@ -406,6 +406,10 @@ def test_tool_reward_is_graded_and_its_team_term_is_the_turns_outcome():
     assert long["local_reward"] == pytest.approx(0.75 + 0.25 * len(path) / len(detour))
     _, _, _, wrong = tool_step(f"print({json.dumps([free])!r})")  # valid, does not reach the goal
     assert wrong["local_reward"] == pytest.approx(0.5)
-    for bad in ("raise SystemExit(3)", "print('hello')"):
-        _, _, _, failed = tool_step(bad)
-        assert failed["local_reward"] == pytest.approx(-0.12) and failed["parse_error"]
+    # A program that crashes earns the parse penalty; one that ran but printed no valid answer is still
+    # a parse error, with the "ran" rung on top, so it ranks above the crash and below any valid answer.
+    _, _, _, crashed = tool_step("raise SystemExit(3)")
+    assert crashed["local_reward"] == pytest.approx(-0.12) and crashed["parse_error"]
+    _, _, _, ran = tool_step("print('hello')")
+    assert ran["local_reward"] == pytest.approx(-0.12 + TOOL_CREDIT["ran"]) and ran["parse_error"]
+    assert crashed["local_reward"] < ran["local_reward"] < wrong["local_reward"]

@@ -201,8 +201,10 @@ class PlanPathEnv(PuzzleEnv):
 
     def _tool_task(self) -> str:
         cap = f" (at most {self.max_moves_per_turn})" if self._moves_capped() else ""
-        return (f"Print the shortest list of moves from start to goal{cap} that avoids walls, as JSON: "
-                'print(json.dumps(["D", "R"])).')
+        return ("Use breadth-first search from start: for name, (dr, dc) in moves.items(), a neighbour "
+                f"(r + dr, c + dc) is usable if it is inside the grid and grid[r + dr][c + dc] != '{game.WALL}'. "
+                f"Print the shortest list of move names from start to goal{cap} as JSON: "
+                'print(json.dumps(path)), e.g. ["D", "R"].')
 
     def _render_text(self) -> str:
         status = f"turn {self.turn}/{self.max_turns}, moves {self.walk.moves}, invalid {self.walk.invalid}"

@@ -18,7 +18,9 @@ Rewards (``reward = alpha * team + local``; docs/REWARDS.md has the table per en
   answer. Tool: the parse penalty when there is no code, the code fails (error, time-out) or its output is
   no valid answer (the env contract: an unparseable action is penalised); else the sum of the
   ``TOOL_CREDIT`` parts it earns: it ran and printed a valid action (0.25 + 0.25), that action solves the
-  puzzle or reaches the goal (0.25), and its length against the optimum (0.25 x optimum / length).
+  puzzle or reaches the goal (0.25), and its length against the optimum (0.25 x optimum / length). A
+  program that ran (exit 0) but printed no valid answer gets the parse penalty plus the "ran" part, so
+  it ranks above one that crashed.
 
 A subclass provides the puzzle through a handful of hooks (see "puzzle hooks" below); the game rules
 themselves live in ``mas_envs.games``.
@@ -137,8 +139,11 @@ class PuzzleEnv(TextAECEnv):
             return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
         action, error = self._parse_action(result.stdout)
         if error is not None:
-            why = f"output is not a valid answer: {error}"  # no answer: a parse error, penalised like any
-            return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
+            # No answer: a parse error, penalised like any -- but a program that ran beats one that
+            # crashed (the first rung of the graded credit), so a group of broken programs still ranks.
+            why = f"output is not a valid answer: {error}"
+            info["tool_credit"] = TOOL_CREDIT["ran"]
+            return StepResult(local=self.parse_penalty + TOOL_CREDIT["ran"], parse_error=why, feedback=why, info=info)
         team, solves, optimality = self._simulate(action)
         credit = TOOL_CREDIT["ran"] + TOOL_CREDIT["valid"]
         if solves:
