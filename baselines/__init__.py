@@ -5,6 +5,10 @@ per-role policies); ``python -m baselines.compare`` trains and evaluates a chose
 prints the paper-style table.
 """
 
-from baselines.methods import METHODS, Budget, Method, MethodOutcome, Training, get_method
+from mas_trainer.settings.hub import offline_hub_defaults
+
+offline_hub_defaults()  # before transformers is imported (by baselines.methods)
+
+from baselines.methods import METHODS, Budget, Method, MethodOutcome, Training, get_method  # noqa: E402
 
 __all__ = ["METHODS", "Budget", "Method", "MethodOutcome", "Training", "get_method"]

@@ -15,7 +15,7 @@ Default model ``smollm2-135m`` (SmolLM2-135M-Instruct), the trainer's CPU preset
 rich observation; ``--env-kwargs`` picks e.g. Sokoban/Sudoku presets), 8 envs x K=8 branches per step,
 lr 1e-5, temperature 1.0, new tokens sized to the env's answer (Plan-Path 8 single / 48 mas, Sokoban 32 /
 96, Sudoku 64 / 128), greedy evaluation on 50 held-out tasks.
-DESIGN.md's feasibility probe (one policy, one-word answers, Plan-Path 4x4) did ~250 tree-sampled steps
+An early feasibility probe (one policy, one-word answers, Plan-Path 4x4) did ~250 tree-sampled steps
 in 20 minutes and went from 0% to 60% greedy success; mas-workflow steps are slower (the tool agent
 writes up to 48 tokens of code). Measured here (2026-12-03, README "Results"): all seven methods on
 Plan-Path with ``--minutes 15 --clock cpu --episodes 20`` took 96 minutes as two processes side by side
@@ -63,6 +63,9 @@ from pathlib import Path
 from typing import Any
 
 from baselines.methods import METHODS, Budget, MethodOutcome
+from mas_envs import list_envs
+from mas_trainer.run.evaluate import EvalError, model_per_role, write_results
+from mas_trainer.settings.role_maps import parse_json_object
 
 PROG = "python -m baselines.compare"
 ENV_TITLES = {"plan_path": "Plan-Path", "sokoban": "Sokoban", "sudoku": "Sudoku", "coder_tester": "Coding",
@@ -82,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Train and evaluate the paper's methods; print the comparison table.")
     p.add_argument("--envs", default="plan_path", help="comma-separated env names (default: plan_path)")
     p.add_argument("--methods", default="all", help=f"comma-separated, or 'all': {', '.join(METHODS)}")
-    p.add_argument("--model", default="smollm2-135m", help="base model of every method (default: smollm2-135m)")
+    p.add_argument("--model", default="smollm2-135m",
+                   help="base model of every method (default: smollm2-135m), or one per role of the mas workflow, "
+                        "'tool=qwen2.5-coder-0.5b,planner=smollm2-135m' (methods with a policy per role only)")
     p.add_argument("--steps", type=int, default=None, help="training steps per trained method")
     p.add_argument("--minutes", type=float, default=None, help="training minutes per trained method")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
@@ -101,8 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from mas_envs import list_envs
-
     args = build_parser().parse_args(argv)
     args.env_list = [e.strip() for e in args.envs.split(",") if e.strip()]
     unknown = [e for e in args.env_list if e not in list_envs()]
@@ -115,6 +118,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.method_list = names
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
+    _check_models_per_role(args.model, names)
     needs_training = any(METHODS[m].trained for m in names)
     args.budget = None
     if needs_training:
@@ -127,16 +131,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _json_object(text: str | None, flag: str) -> dict[str, Any]:
-    if not text:
-        return {}
+def _check_models_per_role(model: str, names: list[str]) -> None:
+    """A ``role=model,...`` spec (parsed as ``mas-eval --model`` parses it) needs methods with a policy per role:
+    the mas workflow, prompted or ``specialized``; a shared policy or a single agent takes one model."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{flag} is not valid JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag} must be a JSON object")
-    return value
+        per_role = model_per_role(model)
+    except EvalError as err:
+        raise UsageError(str(err)) from None
+    if per_role is None:
+        return
+    per_role_layouts = (None, "specialized")
+    one_model = [m for m in names if METHODS[m].workflow != "mas" or METHODS[m].spec.policy_mode not in per_role_layouts]
+    if one_model:
+        raise UsageError(f"--model {model!r} gives one model per role, but {', '.join(one_model)} "
+                         "train(s) one policy for every role (or play a single agent): compare those with one --model")
+
+
+def _json_object(text: str | None, flag: str) -> dict[str, Any]:
+    try:
+        return parse_json_object(text, flag)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def _per_env_kwargs(value: dict[str, Any], envs: list[str]) -> dict[str, dict[str, Any]]:
@@ -206,8 +221,6 @@ def estimate_remaining(durations: dict[bool, list[float]], to_run: list[bool]) -
 
 def run_comparison(args: argparse.Namespace, out=sys.stdout) -> dict[tuple[str, str], dict[str, Any] | None]:
     """Run every (env, method) pair in order with a progress display; return the results by pair."""
-    from mas_trainer.evaluate import EvalError
-
     out_dir = Path(args.out_dir)
     jobs = [(env, name) for env in args.env_list for name in args.method_list]
     cells: dict[tuple[str, str], dict[str, Any] | None] = {}
@@ -251,8 +264,6 @@ def run_comparison(args: argparse.Namespace, out=sys.stdout) -> dict[tuple[str, 
 
 def write_outputs(cells, args: argparse.Namespace) -> tuple[Path, Path, str]:
     """Write ``comparison.md`` and ``comparison.json``; return their paths and the table."""
-    from mas_trainer.evaluate import write_results
-
     out_dir = Path(args.out_dir)
     table = comparison_table(cells, args.method_list, args.env_list)
     md_path = out_dir / "comparison.md"
@@ -273,9 +284,6 @@ def write_outputs(cells, args: argparse.Namespace) -> tuple[Path, Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
     except UsageError as err:

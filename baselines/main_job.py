@@ -16,14 +16,15 @@ Re-running reuses nothing but the leaderboard: identical results are recognised 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from baselines.methods import Budget, get_method
+from leaderboard.build import build_site
+from leaderboard.problems import SubmissionError
+from leaderboard.store import find_duplicate, store_entry
+from leaderboard.validate import validate_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,10 +35,6 @@ def _say(message: str) -> None:
 
 def submit_to_leaderboard(results_path: Path, entries_dir: Path) -> str:
     """Store ``results_path`` as a leaderboard entry; an identical stored entry is fine."""
-    from leaderboard.problems import SubmissionError
-    from leaderboard.store import find_duplicate, store_entry
-    from leaderboard.validate import validate_file
-
     result = validate_file(results_path)  # raises SubmissionError with the problems listed
     duplicate = find_duplicate(result, entries_dir)
     if duplicate is not None:
@@ -65,9 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.episodes < 1:
         parser.error("--minutes must be > 0 and --episodes >= 1")
-
-    from baselines.methods import Budget, get_method
-    from leaderboard.build import build_site
 
     start = time.perf_counter()
     outcomes = {}

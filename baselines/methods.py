@@ -1,27 +1,13 @@
-"""The methods the paper compares, one runnable definition each.
-
-==========================  ========  ==========================================================
-name                        workflow  training
-==========================  ========  ==========================================================
-``single_prompt``           single    none (the base model, prompted)
-``single_grpo``             single    GRPO with trajectory-level groups (K episodes per task)
-``single_at_grpo``          single    tree sampling + turn-level groups with one agent (not in the
-                                      paper: isolates tree sampling from the two-agent workflow)
-``mas_prompt``              mas       none
-``mas_naive_grpo``          mas       GRPO grouped by the initial prompt (= trajectory grouping in
-                                      the mas workflow: one group mixes turns and roles; the
-                                      "algorithmic mismatch" AT-GRPO fixes)
-``mas_at_grpo_shared``      mas       AT-GRPO, one policy for all roles
-``mas_at_grpo_specialized`` mas       AT-GRPO, one policy per role
-==========================  ========  ==========================================================
+"""The methods the paper compares, one runnable definition each (the table: :mod:`mas_trainer.settings.methods`).
 
 ``Method.run(env, ...)`` trains if the method needs it (in-process, through the trainer's Python API
-:class:`mas_trainer.trainer.MASTrainer`, for a number of steps and/or minutes), then evaluates with
-:func:`mas_trainer.evaluate.evaluate` (the code behind ``mas-eval``) and writes a results file.
+:class:`mas_trainer.run.trainer.MASTrainer` and its one step loop, for a number of steps and/or minutes),
+then evaluates with :func:`mas_trainer.run.evaluate.evaluate` (the code behind ``mas-eval``) and writes a
+results file.
 
 Every method of one comparison is evaluated on identical envs: the env keyword arguments are settled
-once (:func:`settle_env_kwargs`: the trainer's CPU preset, the caller's kwargs, and explicit
-``max_turns`` and ``alpha``) and used for training and evaluation alike.
+once (:func:`mas_trainer.settings.envs.settle_env_kwargs`: the trainer's CPU preset, the caller's kwargs,
+and explicit ``max_turns`` and ``alpha``) and used for training and evaluation alike.
 """
 
 from __future__ import annotations
@@ -33,10 +19,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-# ATGRPOConfig takes these as its own fields, not inside env_kwargs.
-CONFIG_ENV_FIELDS = ("max_turns", "alpha")
+from mas_trainer.run.evaluate import EvalRequest, evaluate, write_results
+from mas_trainer.run.trainer import MASTrainer
+from mas_trainer.settings.config import ATGRPOConfig
+from mas_trainer.settings.envs import settle_env_kwargs, split_config_fields
+from mas_trainer.settings.methods import METHOD_TABLE, MethodSpec
 
 # How one training step is sized for a CPU, per grouping (a caller's train_args override these).
 # Turn-level groups let a tree-sampled step be ONE turn of 8 live episodes, so the policy is updated
@@ -98,6 +87,14 @@ class Budget:
             [f"{self.minutes:g} {'CPU ' if self.clock == 'cpu' else ''}min"] if self.minutes is not None else [])
         return " / ".join(parts)
 
+    def stop_condition(self) -> Callable[[], bool] | None:
+        """For :meth:`MASTrainer.train`'s ``stop_when``: true once ``minutes`` have passed on this budget's
+        clock, counted from now (``None`` without ``minutes``: the step count alone ends the run)."""
+        if self.minutes is None:
+            return None
+        deadline = self.seconds_used() + 60.0 * float(self.minutes)
+        return lambda: self.seconds_used() >= deadline
+
     def seconds_used(self) -> float:
         """The clock this budget is counted on, in seconds (compare two readings)."""
         if self.clock == "wall":
@@ -126,16 +123,29 @@ class MethodOutcome:
 
 @dataclass(frozen=True)
 class Method:
-    """One comparison method: its name (the results-file ``method``), table label, workflow, training."""
+    """One comparison method: a row of :data:`mas_trainer.settings.methods.METHOD_TABLE`, made runnable."""
 
-    name: str
-    label: str
-    workflow: str
-    training: Training | None = None
+    spec: MethodSpec
+
+    @property
+    def name(self) -> str:  # the results-file ``method``
+        return self.spec.name
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def workflow(self) -> str:
+        return self.spec.workflow
+
+    @property
+    def training(self) -> Training | None:
+        return Training(self.spec.grouping, self.spec.policy_mode) if self.spec.trained else None
 
     @property
     def trained(self) -> bool:
-        return self.training is not None
+        return self.spec.trained
 
     # ------------------------------------------------------------------ training
     def train(
@@ -153,15 +163,11 @@ class Method:
         """Train with the trainer's Python API; return ``(run_dir, steps done, seconds)``.
 
         ``env_kwargs`` are the settled env kwargs (``max_turns``/``alpha`` become config fields);
-        ``train_args`` are further :class:`~mas_trainer.config.ATGRPOConfig` fields (K, lr ...).
+        ``train_args`` are further :class:`~mas_trainer.settings.config.ATGRPOConfig` fields (K, lr ...).
         """
         if self.training is None:
             raise ValueError(f"method {self.name} does not train")
-        from mas_trainer.config import ATGRPOConfig
-        from mas_trainer.trainer import MASTrainer
-
-        env_only = {k: v for k, v in env_kwargs.items() if k not in CONFIG_ENV_FIELDS}
-        fields: dict[str, Any] = {k: env_kwargs[k] for k in CONFIG_ENV_FIELDS if k in env_kwargs}
+        env_only, fields = split_config_fields(env_kwargs)
         fields.update(
             output_dir=str(run_dir), env=env, workflow=self.workflow, model=model,
             policy_mode=self.training.policy, grouping=self.training.grouping, env_kwargs=env_only,
@@ -173,10 +179,12 @@ class Method:
         start = time.perf_counter()
         run = MASTrainer(config)
         try:
-            if budget.minutes is None:
+            stop_when = budget.stop_condition()
+            if stop_when is None:
                 run.train(progress=progress)
-            else:
-                _train_until(run, budget, progress)
+            else:  # one line per step (a bar cannot show a clock budget)
+                run.train(progress=False, stop_when=stop_when,
+                          on_step=_step_printer(budget) if progress else None)
             steps = run.global_step
         finally:
             del run
@@ -199,8 +207,6 @@ class Method:
         progress: bool = True,
     ) -> MethodOutcome:
         """Train (if needed) and evaluate on ``env``; results go to ``out_dir/<env>/<name>/results.json``."""
-        from mas_trainer.evaluate import EvalRequest, evaluate, write_results
-
         folder = Path(out_dir) / env / self.name
         settled = settle_env_kwargs(env, env_kwargs or {}, self.workflow)
         run_dir, steps, train_seconds = None, 0, 0.0
@@ -225,64 +231,22 @@ class Method:
         return MethodOutcome(self.name, env, path, results, run_dir, steps, train_seconds, eval_seconds)
 
 
-def settle_env_kwargs(env: str, env_kwargs: dict[str, Any], workflow: str = "mas") -> dict[str, Any]:
-    """The env kwargs every method of a comparison uses: CPU preset < caller, plus explicit ``max_turns``/``alpha``.
+def _step_printer(budget: Budget) -> Callable[[dict[str, Any]], None]:
+    """``on_step`` for a budgeted run: one progress line per step, with the budget left."""
+    started = budget.seconds_used()
 
-    ``max_turns`` and ``alpha`` are fixed explicitly (the env's own defaults unless given) because the
-    trainer would otherwise impose its own defaults on the trained methods only, and every results file
-    of a comparison should record the same kwargs.
-    """
-    from mas_envs import make_env
-    from mas_trainer.evaluate import resolve_env_kwargs
+    def show(record: dict[str, Any]) -> None:
+        left = max(0.0, 60.0 * float(budget.minutes or 0) - (budget.seconds_used() - started))
+        print(f"  step {record['step']}: reward {record['reward_mean']:.3f} success "
+              f"{record['success_rate']:.2f} parse errors {record['parse_error_rate']:.2f} "
+              f"zero-variance groups {record['zero_variance_share']:.2f} "
+              f"({record['time_step']:.1f} s; {left / 60:.1f} {budget.clock} min left)",
+              file=sys.stderr, flush=True)
 
-    settled = resolve_env_kwargs(env, dict(env_kwargs), None)
-    missing = [name for name in CONFIG_ENV_FIELDS if name not in settled]
-    if missing:
-        probe = make_env(env, workflow=workflow, **settled)
-        for name in missing:
-            settled[name] = getattr(probe.unwrapped, name)
-        probe.close()
-    return settled
+    return show
 
 
-def _train_until(run: Any, budget: Budget, progress: bool) -> None:
-    """The trainer's step loop with a deadline on the budget's clock; the final state is checkpointed."""
-    from mas_trainer import checkpoint
-    from mas_trainer.plotting import plot_learning_curve
-
-    deadline = budget.seconds_used() + 60.0 * float(budget.minutes or 0)
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run.metrics_path, "a", encoding="utf-8") as metrics:
-        while run.global_step < budget.step_cap and budget.seconds_used() < deadline:
-            record = run.train_step()
-            metrics.write(json.dumps(record, default=str) + "\n")
-            metrics.flush()
-            if progress:
-                left = max(0.0, deadline - budget.seconds_used())
-                print(f"  step {record['step']}: reward {record['reward_mean']:.3f} success "
-                      f"{record['success_rate']:.2f} parse errors {record['parse_error_rate']:.2f} "
-                      f"zero-variance groups {record['zero_variance_share']:.2f} "
-                      f"({record['time_step']:.1f} s; {left / 60:.1f} {budget.clock} min left)",
-                      file=sys.stderr, flush=True)
-            if run.config.save_steps and run.global_step % int(run.config.save_steps) == 0:
-                checkpoint.save_checkpoint(run)  # nothing lost if the budgeted run is killed
-    checkpoint.save_checkpoint(run)
-    plot_learning_curve(run.metrics_path, run.run_dir / "learning_curve.png")
-
-
-METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method("single_prompt", "Single agent", "single"),
-        Method("single_grpo", "Single agent + GRPO", "single", Training("trajectory", "shared")),
-        Method("single_at_grpo", "Single agent + tree-sampled GRPO", "single", Training("at_grpo", "shared")),
-        Method("mas_prompt", "MAS (prompt only)", "mas"),
-        Method("mas_naive_grpo", "MAS + GRPO (naive grouping)", "mas", Training("trajectory", "shared")),
-        Method("mas_at_grpo_shared", "MAS + AT-GRPO (shared policy)", "mas", Training("at_grpo", "shared")),
-        Method("mas_at_grpo_specialized", "MAS + AT-GRPO (per-role policies)", "mas",
-               Training("at_grpo", "specialized")),
-    )
-}
+METHODS: dict[str, Method] = {name: Method(spec) for name, spec in METHOD_TABLE.items()}
 
 
 def get_method(name: str) -> Method:
@@ -291,5 +255,4 @@ def get_method(name: str) -> Method:
     return METHODS[name]
 
 
-__all__ = ["Budget", "Method", "MethodOutcome", "Training", "METHODS", "STEP_PRESETS", "get_method",
-           "settle_env_kwargs"]
+__all__ = ["Budget", "Method", "MethodOutcome", "Training", "METHODS", "STEP_PRESETS", "get_method"]

@@ -40,11 +40,11 @@ def main() -> None:
     parser.add_argument("--output", default="runs/bench-backends")
     args = parser.parse_args()
 
-    from mas_trainer.ray_backend.cluster import connect
+    from mas_trainer.backends.ray.cluster import connect
 
     connect(None, num_cpus=args.cpus)
-    from mas_trainer.config import ATGRPOConfig
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.settings.config import ATGRPOConfig
+    from mas_trainer.run.trainer import MASTrainer
 
     def config(backend: str) -> ATGRPOConfig:
         return ATGRPOConfig(

@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-from mas_trainer.generation import HFBackend, chat_prompt_ids  # noqa: E402
-from mas_trainer.models import load_model_and_tokenizer, resolve_model, tiny_model_and_tokenizer  # noqa: E402
+from mas_trainer.policies.generation import HFBackend  # noqa: E402
+from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.policies.models import load_model_and_tokenizer, resolve_model, tiny_model_and_tokenizer  # noqa: E402
 
 PAIRS = [(2, 3), (17, 25), (8, 9), (40, 2), (13, 13), (7, 35), (61, 4), (5, 88)]
 QUESTIONS = [f"What is {a}+{b}? Answer with the number only." for a, b in PAIRS]

@@ -4,7 +4,7 @@
     python bench/bench_gpu.py --tiny --json /tmp/gpu.json    # tiny config, CPU (automatic without CUDA)
 
 Needs only torch, transformers (peft for the LoRA rows) and three project modules that import nothing
-else (``mas_trainer.prefix_sharing`` -> ``generation``, ``samples``, ``scoring``; ``mas_trainer/__init__``
+else (``mas_trainer.policies.prefix_sharing`` -> ``generation``, ``samples``, ``scoring``; ``mas_trainer/__init__``
 is a docstring, so no TRL). No tokenizer, weights or data are read: the model is built from the config
 below with random weights, and prompts are random token ids of the measured per-role prompt shapes.
 
@@ -22,7 +22,7 @@ Rows, in this order (``--budget-s`` skips the remaining rows once the run would 
 3. ``update``, per shape: one forward + backward + AdamW step on one group (the shape's first prompt,
    K=8 random completions of the new-token length, random advantages, loss -adv x log-prob), full
    fine-tuning and LoRA (peft, r=16, alpha=32, every linear layer but the head: the trainer's defaults);
-   ``plain`` = every row run in full, ``shared`` = ``mas_trainer.scoring.completion_logits`` (the prompt
+   ``plain`` = every row run in full, ``shared`` = ``mas_trainer.update.scoring.completion_logits`` (the prompt
    encoded once per group, what the trainer uses). tok/s counts prompt + completion tokens of every row
    (the work a plain pass does). "% ceil" = 6 (full) or 4 (LoRA: no weight grads) x params x tok/s / ceiling.
    Full fine-tuning keeps weights and AdamW state in the model dtype (pure bf16 on the GPU; the trainer's
@@ -82,7 +82,7 @@ TINY = dict(
 
 # Per-role first-turn prompt shapes: token count of each of 8 tasks (env seeds 0-7) and the token prefix
 # common to all 8. Measured (see measure_prompt_shapes; tests/test_bench_gpu.py re-measures and checks
-# 10%) with the Qwen2.5-Coder-0.5B tokenizer cached by mas_trainer.models (the same byte-level BPE and
+# 10%) with the Qwen2.5-Coder-0.5B tokenizer cached by mas_trainer.policies.models (the same byte-level BPE and
 # <|im_start|>/<|im_end|> tokens as Qwen3's), in Qwen3's chat layout for one user message
 # ("<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n", no default system prompt), env
 # settings of the trainer (plan_path: mas workflow, ENV_DEFAULTS 4x4 rich; coder_tester: mas workflow,
@@ -194,7 +194,7 @@ def hf_generate(model, prompts: list[list[int]], k: int, new_tokens: int, greedy
 
 
 def prefix_backend(model, mode: str):
-    from mas_trainer.prefix_sharing import PrefixSharedBackend
+    from mas_trainer.policies.prefix_sharing import PrefixSharedBackend
 
     return PrefixSharedBackend(model, IdTokenizer(), eos_token_ids=NO_EOS, prefix_mode=mode)
 
@@ -281,7 +281,7 @@ def reset_peak(device: str) -> None:
 # ------------------------------------------------------------------------------------------ update
 def update_step(model, optimizer, ids: torch.Tensor, n: int, advantages: torch.Tensor, method: str) -> float:
     """One forward + backward + AdamW step on rows ``[prompt | n completion tokens]``; returns the loss."""
-    from mas_trainer.scoring import completion_logits
+    from mas_trainer.update.scoring import completion_logits
 
     mask = torch.ones_like(ids)
     if method == "shared":
@@ -504,9 +504,9 @@ def measure_prompt_shapes(seeds: int = 8) -> dict:
     from transformers import AutoTokenizer
 
     from mas_envs import make_env
-    from mas_trainer.env_presets import ENV_DEFAULTS
-    from mas_trainer.models import _tokenizer_folder
-    from mas_trainer.scoring import common_prefix_length
+    from mas_trainer.settings.envs import ENV_DEFAULTS
+    from mas_trainer.policies.models import _tokenizer_folder
+    from mas_trainer.update.scoring import common_prefix_length
 
     tokenizer = AutoTokenizer.from_pretrained(_tokenizer_folder("qwen2.5-coder-0.5b"))
     envs = {

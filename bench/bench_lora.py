@@ -39,9 +39,9 @@ COMPLETIONS = {"planner": ["up", "down", "left", "right"],
 def fixed_samples(tokenizer, policy_of_role, envs: int, k: int):
     """``envs`` x K samples per role: real Plan-Path prompts, fixed completions, rewards 0..K-1 per group."""
     from mas_envs import make_env
-    from mas_trainer.atgrpo import assign_advantages
-    from mas_trainer.generation import chat_prompt_ids
-    from mas_trainer.samples import Sample
+    from mas_trainer.rollout.atgrpo import assign_advantages
+    from mas_trainer.rollout.prompts import chat_prompt_ids
+    from mas_trainer.rollout.samples import Sample
 
     env = make_env("plan_path", preset="4x4", observation_detail="rich", workflow="mas")
     samples = []
@@ -60,8 +60,8 @@ def fixed_samples(tokenizer, policy_of_role, envs: int, k: int):
 
 def build(mode: str, args):
     """The run of ``mode`` and its samples, routed to its policies."""
-    from mas_trainer.config import ATGRPOConfig
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.settings.config import ATGRPOConfig
+    from mas_trainer.run.trainer import MASTrainer
 
     config = ATGRPOConfig(
         output_dir=tempfile.mkdtemp(prefix=f"bench-lora-{mode}-"), env="plan_path", workflow="mas",

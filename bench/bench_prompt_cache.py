@@ -31,10 +31,10 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import torch  # noqa: E402
 
 from mas_envs import make_env  # noqa: E402
-from mas_trainer.generation import chat_prompt_ids  # noqa: E402
-from mas_trainer.models import load_model_and_tokenizer  # noqa: E402
-from mas_trainer.prefix_sharing import PrefixSharedBackend  # noqa: E402
-from mas_trainer.scoring import common_prefix_length  # noqa: E402
+from mas_trainer.rollout.prompts import chat_prompt_ids  # noqa: E402
+from mas_trainer.policies.models import load_model_and_tokenizer  # noqa: E402
+from mas_trainer.policies.prefix_sharing import PrefixSharedBackend  # noqa: E402
+from mas_trainer.update.scoring import common_prefix_length  # noqa: E402
 
 DESCRIPTIONS = {
     "cascade": "1 prefill per prompt, shared KV (before)",

@@ -28,9 +28,10 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
-from mas_trainer.generation import HFBackend, chat_prompt_ids  # noqa: E402
-from mas_trainer.models import load_model_and_tokenizer  # noqa: E402
-from mas_trainer.prefix_sharing import PrefixSharedBackend  # noqa: E402
+from mas_trainer.policies.generation import HFBackend  # noqa: E402
+from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.policies.models import load_model_and_tokenizer  # noqa: E402
+from mas_trainer.policies.prefix_sharing import PrefixSharedBackend  # noqa: E402
 
 ALL_VARIANTS = [
     "hf_plain", "hf_backend", "none", "expand", "cascade", "cascade_1thread", "cascade_2threads", "cascade_bf16"

@@ -59,8 +59,8 @@ def build_samples(tokenizer, groups: int, k: int, workflow: str, seed: int = 0):
     import torch
 
     from mas_envs import make_env
-    from mas_trainer.generation import chat_prompt_ids
-    from mas_trainer.samples import Sample
+    from mas_trainer.rollout.prompts import chat_prompt_ids
+    from mas_trainer.rollout.samples import Sample
 
     env = make_env("plan_path", preset="4x4", observation_detail="rich", workflow=workflow)
     gen = torch.Generator().manual_seed(seed)
@@ -80,8 +80,8 @@ def build_samples(tokenizer, groups: int, k: int, workflow: str, seed: int = 0):
 def make_trainer(model, tokenizer, variant: str, output_dir: str):
     from trl import GRPOTrainer
 
-    from mas_trainer.config import ATGRPOConfig
-    from mas_trainer.trainer import ATGRPOTrainer
+    from mas_trainer.settings.config import ATGRPOConfig
+    from mas_trainer.update.trainer import ATGRPOTrainer
 
     micro = 64 if "64" in variant else 16
     config = ATGRPOConfig(
@@ -108,7 +108,7 @@ def run_child(variant: str, args) -> dict:
 
     import torch
 
-    from mas_trainer.models import load_model_and_tokenizer
+    from mas_trainer.policies.models import load_model_and_tokenizer
 
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model_and_tokenizer(args.model)
@@ -145,8 +145,8 @@ def run_child(variant: str, args) -> dict:
 
 
 def prompt_stats(args) -> str:
-    from mas_trainer.models import load_model_and_tokenizer
-    from mas_trainer.scoring import common_prefix_length
+    from mas_trainer.policies.models import load_model_and_tokenizer
+    from mas_trainer.update.scoring import common_prefix_length
 
     _, tokenizer = load_model_and_tokenizer(args.model)
     prompts = {tuple(s.prompt_ids) for s in build_samples(tokenizer, args.groups, args.k, args.workflow)}

@@ -32,9 +32,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import torch  # noqa: E402
 from bench_sampling import grid_prompt, make_runner  # noqa: E402
 
-from mas_trainer.generation import chat_prompt_ids  # noqa: E402
-from mas_trainer.models import load_model_and_tokenizer  # noqa: E402
-from mas_trainer.vllm_backend import VLLMBackend  # noqa: E402
+from mas_trainer.rollout.prompts import chat_prompt_ids  # noqa: E402
+from mas_trainer.policies.models import load_model_and_tokenizer  # noqa: E402
+from mas_trainer.policies.vllm_engine import VLLMBackend  # noqa: E402
 
 VARIANTS = ["hf_plain", "cascade", "vllm", "vllm_eager"]
 DESCRIPTIONS = {

@@ -10,20 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mas_trainer.settings.methods import METHOD_NAMES
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 SCHEMA_PATH = PACKAGE_DIR / "schema" / "results.schema.json"
 DEFAULT_ENTRIES_DIR = PACKAGE_DIR / "entries"
 DEFAULT_SITE_DIR = PACKAGE_DIR / "site"
 
-# Methods in the order the paper's tables list them.
-METHODS = (
-    "single_prompt",
-    "single_grpo",
-    "single_at_grpo",
-    "mas_prompt",
-    "mas_naive_grpo",
-    "mas_at_grpo_shared",
-    "mas_at_grpo_specialized",
-)
+# Methods in the order the paper's tables list them: the trainer's method table (plain Python, no torch).
+METHODS = METHOD_NAMES
 
 __all__ = ["PACKAGE_DIR", "SCHEMA_PATH", "DEFAULT_ENTRIES_DIR", "DEFAULT_SITE_DIR", "METHODS"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from leaderboard.problems import Problem
+from mas_trainer.settings.methods import METHOD_TABLE
 
 RATE_TOLERANCE = 1e-9
 MEAN_TOLERANCE = 1e-6
-SPECIALIZED_METHODS = frozenset({"mas_at_grpo_specialized"})
 
 
 def summary_problems(result: dict[str, Any]) -> list[Problem]:
@@ -55,10 +55,10 @@ def episode_problems(result: dict[str, Any]) -> list[Problem]:
 
 
 def method_problems(result: dict[str, Any]) -> list[Problem]:
-    """``single_*`` methods run the single workflow, ``mas_*`` the multi-agent one."""
+    """Each method runs its workflow (the method table: ``single_*`` single, ``mas_*`` multi-agent)."""
     method = result["method"]
     workflow = result["env"]["workflow"]
-    expected = "single" if method.startswith("single_") else "mas"
+    expected = METHOD_TABLE[method].workflow
     if workflow != expected:
         return [Problem("env.workflow", f"is {workflow!r} but method {method!r} needs workflow {expected!r}")]
     return []
@@ -70,9 +70,9 @@ def policy_problems(result: dict[str, Any], roles: Sequence[str] | None) -> list
     model = result["model"]
     mode = model["policy_mode"]
     names = sorted(model["policies"])
-    expected_mode = "specialized" if method in SPECIALIZED_METHODS else "shared"
-    if method.endswith("_prompt") and mode == "specialized":
-        expected_mode = mode  # untrained models, one per role (e.g. a coder model as the tool agent)
+    # A trained method has its policy mode; untrained models may be one shared model or one per role
+    # (e.g. a coder model as the tool agent).
+    expected_mode = METHOD_TABLE[method].policy_mode or ("specialized" if mode == "specialized" else "shared")
     if mode != expected_mode:
         return [Problem("model.policy_mode", f"is {mode!r} but method {method!r} needs {expected_mode!r}")]
     if mode == "shared":

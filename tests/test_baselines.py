@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,9 +17,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_methods_are_the_papers():
-    from mas_trainer.evaluate import METHODS as RESULT_METHODS
+    from leaderboard import METHODS as RESULT_METHODS
+    from mas_trainer.run.eval_cli import build_parser
+    from mas_trainer.settings.methods import METHOD_NAMES, METHOD_TABLE
 
-    assert tuple(METHODS) == RESULT_METHODS  # the results-file enum, in the paper's order
+    assert tuple(METHODS) == METHOD_NAMES == RESULT_METHODS  # one table, in the paper's order
+    schema = json.loads((Path(__file__).resolve().parent.parent / "leaderboard/schema/results.schema.json").read_text())
+    assert schema["properties"]["method"]["enum"] == list(METHOD_NAMES)  # the results-file enum
+    eval_method = next(a for a in build_parser()._actions if a.dest == "method")
+    assert tuple(eval_method.choices) == METHOD_NAMES  # mas-eval --method
+    assert {m.sampler for m in METHOD_TABLE.values()} == {"greedy", "tree", "trajectory"}
     assert [m.workflow for m in METHODS.values()] == ["single", "single", "single", "mas", "mas", "mas", "mas"]
     untrained = [m.name for m in METHODS.values() if not m.trained]
     assert untrained == ["single_prompt", "mas_prompt"]
@@ -54,7 +62,7 @@ def test_cpu_budget_counts_this_process_cpu_time_not_sleep():
 
 def test_trained_method_within_a_time_budget(tmp_path):
     """single_grpo: real (trajectory-grouped) training under a minutes budget capped at 1 step, then eval."""
-    from mas_trainer.checkpoint import latest_checkpoint
+    from mas_trainer.settings.run_layout import latest_checkpoint
 
     method = get_method("single_grpo")
     outcome = method.run(
@@ -153,3 +161,38 @@ def test_time_left_estimate_uses_the_mean_of_each_kind_of_job():
     assert estimate_remaining({True: [], False: [30.0]}, [True, False]) == 60.0
     # Trained jobs at their own mean (600 s), eval-only at theirs (30 s); reused results add nothing.
     assert estimate_remaining({True: [500.0, 700.0], False: [30.0]}, [True, False, True]) == 1230.0
+
+
+def test_a_model_per_role_reaches_the_trainer_config(tmp_path, monkeypatch):
+    """compare --model tool=...,planner=... (parsed as mas-eval and mas-train parse it) trains one model per role."""
+    import baselines.methods as methods
+    from baselines.compare import parse_args
+
+    args = parse_args(["--envs", "plan_path", "--methods", "mas_prompt,mas_at_grpo_specialized", "--steps", "1",
+                       "--model", "tool=tiny,planner=tiny"])
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def fake_trainer(config):
+        seen["config"] = config
+        raise Captured
+
+    monkeypatch.setattr(methods, "MASTrainer", fake_trainer)
+    with pytest.raises(Captured):
+        get_method("mas_at_grpo_specialized").train("plan_path", model=args.model, env_kwargs=dict(FAST_ENV),
+                                                    budget=args.budget, run_dir=tmp_path / "run")
+    config = seen["config"]
+    assert config.policy_mode == "specialized"
+    assert {role: config.model_for(role) for role in ("tool", "planner")} == {"tool": "tiny", "planner": "tiny"}
+    config.check_roles(["tool", "planner"])  # the spec names exactly the workflow's roles
+
+
+def test_a_model_per_role_is_refused_for_one_policy_methods():
+    from baselines.compare import UsageError, parse_args
+
+    with pytest.raises(UsageError, match="mas_at_grpo_shared"):
+        parse_args(["--methods", "mas_prompt,mas_at_grpo_shared", "--steps", "1", "--model", "tool=tiny,planner=tiny"])
+    with pytest.raises(UsageError, match="not role=value"):
+        parse_args(["--methods", "mas_prompt", "--model", "tool=tiny,planner="])

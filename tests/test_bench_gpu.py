@@ -112,7 +112,7 @@ def test_prefix_shared_equals_generate_under_greedy():
 
 
 def test_synthesized_prompts_have_the_measured_shape():
-    from mas_trainer.scoring import common_prefix_length
+    from mas_trainer.update.scoring import common_prefix_length
 
     bench = load_bench()
     for name, shape in bench.PROMPT_SHAPES.items():

@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_trainer import params_of, taught_model_dir  # noqa: F401  (shared session fixture)
 
-from mas_trainer.cli import main
+from mas_trainer.run.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, message, capsys, tmp_path):
 
 
 def test_module_entry_point_reports_errors_without_traceback():
-    proc = subprocess.run([sys.executable, "-m", "mas_trainer.cli", "--env", "nope"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "mas_trainer.run.cli", "--env", "nope"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("mas-train: error: unknown env 'nope'")
@@ -59,7 +59,7 @@ def test_module_entry_point_reports_errors_without_traceback():
 
 
 def final_weights(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
-    from mas_trainer.checkpoint import load_policies
+    from mas_trainer.run.checkpoints import load_policies
 
     policies, _ = load_policies(run_dir, step=step)
     return params_of(policies["shared"][0])
@@ -75,7 +75,7 @@ def test_killed_run_resumes_without_losing_steps(tmp_path, taught_model_dir):  #
     # Same run in a subprocess, killed right after its step-2 checkpoint appears.
     run_dir = tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    proc = subprocess.Popen([sys.executable, "-m", "mas_trainer.cli", *run_args(taught_model_dir, run_dir, steps)],
+    proc = subprocess.Popen([sys.executable, "-m", "mas_trainer.run.cli", *run_args(taught_model_dir, run_dir, steps)],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     step2 = run_dir / "checkpoints" / "step-000002"
     deadline = time.monotonic() + 240
@@ -121,14 +121,14 @@ def test_killed_run_resumes_without_losing_steps(tmp_path, taught_model_dir):  #
     (["--num-generations", "3"], "num_generations", 3),
 ])
 def test_mas_train_flags_are_never_silently_ignored(argv, field, value):
-    from mas_trainer.cli import parse_config
+    from mas_trainer.run.cli import parse_config
 
     config, _ = parse_config(argv)
     assert getattr(config, field) == pytest.approx(value) if isinstance(value, float) else getattr(config, field) == value
 
 
 def test_mas_train_misspelled_flag_names_the_closest_field():
-    from mas_trainer.cli import UsageError, parse_config
+    from mas_trainer.run.cli import UsageError, parse_config
 
     with pytest.raises(UsageError, match=r"--learnin_rate \(did you mean --learning_rate\?\)"):
         parse_config(["--learnin_rate", "1e-4"])

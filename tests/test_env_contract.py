@@ -1,5 +1,5 @@
-"""The contract every stronger-mas env keeps (DESIGN.md "Environments: the contract"), checked on
-every registered env and both workflows."""
+"""The contract every stronger-mas env keeps (the table under "The contract all envs keep" in README.md),
+checked on every registered env and both workflows."""
 
 import pickle
 import warnings

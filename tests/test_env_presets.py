@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mas_envs import make_env
-from mas_trainer.env_presets import ENV_DEFAULTS, default_max_new_tokens
+from mas_trainer.settings.envs import ENV_DEFAULTS, default_max_new_tokens
 
 CASES = [
     ("plan_path", {}), ("sokoban", {}), ("sokoban", {"max_moves_per_turn": 10}),
@@ -20,7 +20,7 @@ CASES = [
 def real_tokenizer():
     from transformers import AutoTokenizer
 
-    from mas_trainer.models import DEFAULT_MODEL, _tokenizer_folder
+    from mas_trainer.policies.models import DEFAULT_MODEL, _tokenizer_folder
 
     return AutoTokenizer.from_pretrained(_tokenizer_folder(DEFAULT_MODEL))
 
@@ -54,7 +54,7 @@ def test_scripted_answers_fit_the_default_budget(real_tokenizer, env_name, kwarg
 
 
 def test_trainer_and_evaluator_share_the_default():
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     sokoban = ATGRPOConfig(output_dir="unused", env="sokoban", workflow="single")
     sudoku9 = ATGRPOConfig(output_dir="unused", env="sudoku", env_kwargs={"size": 9})
@@ -82,7 +82,7 @@ def test_preset_parse_penalties_sit_below_the_worst_valid_turn():
 def test_tool_budget_is_the_measured_scripted_program_with_headroom(real_tokenizer, env_name):
     """The tool's budget: the scripted tool program's longest token length (8 tasks) x 1.25, rounded up to 32;
     the planner's budget is the single agent's (the same answer gets the same budget)."""
-    from mas_trainer.env_presets import default_role_budgets
+    from mas_trainer.settings.envs import default_role_budgets
 
     settings = ENV_DEFAULTS.get(env_name, {})
     budgets = default_role_budgets(env_name, "mas", settings)

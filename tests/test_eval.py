@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_wilson_interval_known_values():
-    from mas_trainer.evaluate import wilson_interval
+    from mas_trainer.run.evaluate import wilson_interval
 
     lo, hi = wilson_interval(5, 10)
     assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
@@ -33,8 +33,8 @@ def test_wilson_interval_known_values():
 
 
 def test_mas_eval_single_writes_valid_results(tmp_path, capsys):
-    from mas_trainer.eval_cli import main
-    from mas_trainer.models import load_model_and_tokenizer, weights_fingerprint
+    from mas_trainer.run.eval_cli import main
+    from mas_trainer.policies.models import load_model_and_tokenizer, weights_fingerprint
 
     out = tmp_path / "r.json"
     rc = main(["--env", "plan_path", "--model", "tiny", "--workflow", "single", "--episodes", "3", *FAST,
@@ -70,7 +70,7 @@ def test_mas_eval_single_writes_valid_results(tmp_path, capsys):
 
 def test_best_of_k_samples_k_candidates_per_step(tmp_path):
     """--samples K: every agent step draws K candidates (all counted in tokens) and executes the best."""
-    from mas_trainer.evaluate import EvalRequest, evaluate
+    from mas_trainer.run.evaluate import EvalRequest, evaluate
 
     request = EvalRequest(env="plan_path", model="tiny", workflow="mas", episodes=2, samples=3, seed=5,
                           max_new_tokens=3, env_kwargs={"preset": "4x4", "max_turns": 1})
@@ -90,9 +90,9 @@ def test_best_of_k_samples_k_candidates_per_step(tmp_path):
 @pytest.fixture(scope="module")
 def specialized_run(tmp_path_factory) -> Path:
     """A 1-step specialized AT-GRPO run whose two roles start from different tiny models."""
-    from mas_trainer.config import ATGRPOConfig
-    from mas_trainer.models import tiny_model_and_tokenizer
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.settings.config import ATGRPOConfig
+    from mas_trainer.policies.models import tiny_model_and_tokenizer
+    from mas_trainer.run.trainer import MASTrainer
 
     run_dir = tmp_path_factory.mktemp("spec-run")
     config = ATGRPOConfig(
@@ -106,8 +106,8 @@ def specialized_run(tmp_path_factory) -> Path:
 
 
 def test_run_dir_loads_per_role_policies(specialized_run):
-    from mas_trainer.evaluate import default_method, load_policies_for, role_routing
-    from mas_trainer.models import weights_fingerprint
+    from mas_trainer.run.evaluate import default_method, load_policies_for, role_routing
+    from mas_trainer.policies.models import weights_fingerprint
 
     loaded = load_policies_for(str(specialized_run))
     assert loaded.policy_mode == "specialized" and sorted(loaded.models) == ["planner", "tool"]
@@ -119,8 +119,9 @@ def test_run_dir_loads_per_role_policies(specialized_run):
 
 
 def test_swap_roles_plays_each_role_with_the_other_policy(specialized_run):
-    from mas_trainer.evaluate import load_policies_for, make_eval_envs, play, role_routing
-    from mas_trainer.generation import HFBackend, chat_prompt_ids
+    from mas_trainer.run.evaluate import load_policies_for, make_eval_envs, play, role_routing
+    from mas_trainer.policies.generation import HFBackend
+    from mas_trainer.rollout.prompts import chat_prompt_ids
 
     loaded = load_policies_for(str(specialized_run))
     kwargs = {"preset": "4x4", "max_turns": 1}
@@ -139,9 +140,9 @@ def test_swap_roles_plays_each_role_with_the_other_policy(specialized_run):
 
 
 def test_mas_eval_on_run_dir_and_swapped(specialized_run, tmp_path, capsys):
-    from mas_trainer.eval_cli import main
-    from mas_trainer.evaluate import load_policies_for
-    from mas_trainer.models import weights_fingerprint
+    from mas_trainer.run.eval_cli import main
+    from mas_trainer.run.evaluate import load_policies_for
+    from mas_trainer.policies.models import weights_fingerprint
 
     loaded = load_policies_for(str(specialized_run))
     results = {}
@@ -184,7 +185,7 @@ def test_mas_eval_on_run_dir_and_swapped(specialized_run, tmp_path, capsys):
     ],
 )
 def test_cli_errors_exit_2_with_one_line(argv, message, capsys):
-    from mas_trainer.eval_cli import main
+    from mas_trainer.run.eval_cli import main
 
     assert main(argv + ["--out", "/nonexistent/never-written.json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -194,7 +195,7 @@ def test_cli_errors_exit_2_with_one_line(argv, message, capsys):
 @pytest.mark.slow
 def test_default_model_plan_path_greedy(tmp_path):
     """The real SmolLM2-135M on Plan-Path 4x4 (single workflow), a few greedy episodes (3 turns each)."""
-    from mas_trainer.eval_cli import main
+    from mas_trainer.run.eval_cli import main
 
     out = tmp_path / "smollm2.json"
     assert main(["--env", "plan_path", "--model", "smollm2-135m", "--workflow", "single", "--episodes", "4",
@@ -211,7 +212,7 @@ def assert_valid_results(data: dict) -> None:
 
 def test_mas_eval_with_a_model_per_role(tmp_path, capsys):
     """`--model tool=A,planner=B`: untrained models, one per role, recorded per policy (method mas_prompt)."""
-    from mas_trainer.eval_cli import main
+    from mas_trainer.run.eval_cli import main
 
     out = tmp_path / "r.json"
     rc = main(["--env", "plan_path", "--model", "tool=tiny,planner=tiny", "--workflow", "mas", "--episodes", "2",

@@ -9,8 +9,9 @@ import time
 import pytest
 import torch
 
-from mas_trainer.generation import GenerationBackend, HFBackend, chat_prompt_ids
-from mas_trainer.models import tiny_model_and_tokenizer
+from mas_trainer.policies.generation import GenerationBackend, HFBackend
+from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.policies.models import tiny_model_and_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +165,7 @@ def test_training_mode_is_restored(tiny, prompts):
 
 @pytest.mark.slow
 def test_real_default_model_answers_a_sum():
-    from mas_trainer.models import DEFAULT_MODEL, load_model_and_tokenizer
+    from mas_trainer.policies.models import DEFAULT_MODEL, load_model_and_tokenizer
 
     start = time.perf_counter()
     model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL)

@@ -18,7 +18,7 @@ ROLES = ["tool", "planner"]
 
 
 def lora_config(tmp_path, **overrides):
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     values = dict(
         output_dir=str(tmp_path / "run"), env="plan_path", workflow="mas", model="tiny", policy_mode="lora",
@@ -31,19 +31,19 @@ def lora_config(tmp_path, **overrides):
 
 
 def make_lora_run(tmp_path, model_dir, **overrides):
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.run.trainer import MASTrainer
 
     return MASTrainer(lora_config(tmp_path, **overrides), models={"base": load_taught(model_dir)})
 
 
 def adapter_state(run, adapter: str) -> dict[str, torch.Tensor]:
-    from mas_trainer.lora import adapter_parameters
+    from mas_trainer.policies.lora import adapter_parameters
 
     return {n: p.detach().clone() for n, p in adapter_parameters(run.peft_model, adapter).items()}
 
 
 def base_state(run) -> dict[str, torch.Tensor]:
-    from mas_trainer.lora import base_state_dict
+    from mas_trainer.policies.lora import base_state_dict
 
     return {n: t.detach().clone() for n, t in base_state_dict(run.peft_model).items()}
 
@@ -59,7 +59,7 @@ def with_reward_spread(samples):
     The tiny model's tool programs all fail (reward -1), so its groups carry no signal on their own;
     this makes the routing test independent of what the random model happens to write.
     """
-    from mas_trainer.atgrpo import assign_advantages
+    from mas_trainer.rollout.atgrpo import assign_advantages
 
     for i, s in enumerate(samples):
         s.reward = float(i % 4) + 0.01 * sum(s.completion_ids) % 1
@@ -80,8 +80,8 @@ def perturb_adapters(run, seed: int = 0) -> None:
 
 
 def test_lora_config_defaults_and_cli_choice(tmp_path):
-    from mas_trainer.cli import parse_config
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.run.cli import parse_config
+    from mas_trainer.settings.config import ATGRPOConfig
 
     config = ATGRPOConfig(output_dir="unused", policy_mode="lora")
     assert (config.lora_r, config.lora_alpha, config.lora_dropout) == (16, 32, 0.0)
@@ -104,7 +104,7 @@ def test_lora_config_defaults_and_cli_choice(tmp_path):
     ],
 )
 def test_lora_config_rejects_bad_values(overrides, message):
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     with pytest.raises(ValueError, match=message):
         ATGRPOConfig(output_dir="unused", policy_mode="lora", **overrides)
@@ -114,7 +114,7 @@ def test_lora_config_rejects_bad_values(overrides, message):
 
 
 def test_one_base_one_adapter_per_role_with_own_optimizer(tmp_path, taught_model_dir):
-    from mas_trainer.lora import adapter_parameters
+    from mas_trainer.policies.lora import adapter_parameters
 
     run = make_lora_run(tmp_path, taught_model_dir)
     assert run.policies == ROLES and [run.policy_of_role(r) for r in ROLES] == ROLES
@@ -210,7 +210,7 @@ def test_kl_reference_is_the_base_with_adapters_disabled(tmp_path, taught_model_
 
 
 def adapter_parameters_of(run, adapter: str) -> list[torch.nn.Parameter]:
-    from mas_trainer.lora import adapter_parameters
+    from mas_trainer.policies.lora import adapter_parameters
 
     return list(adapter_parameters(run.peft_model, adapter).values())
 
@@ -222,7 +222,8 @@ def test_single_role_workflow_trains_one_shared_adapter(tmp_path, taught_model_d
     record = run.train_step()
     assert record["samples_updated/shared"] > 0 and changed(before, adapter_state(run, "shared"))
     # Saved and loaded for evaluation like any shared run: one policy "shared" for the solver role.
-    from mas_trainer import checkpoint
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.settings import run_layout
 
     checkpoint.save_checkpoint(run)
     models, policy_of_role = checkpoint.load_policies(tmp_path / "run")
@@ -235,8 +236,9 @@ def test_single_role_workflow_trains_one_shared_adapter(tmp_path, taught_model_d
 @pytest.mark.parametrize("backend", ["prefix_shared", "hf"])
 def test_generation_with_each_adapter_equals_its_merged_model(tmp_path, taught_model_dir, backend):
     from mas_envs import make_env
-    from mas_trainer.generation import HFBackend, chat_prompt_ids
-    from mas_trainer.lora import attach_adapters
+    from mas_trainer.policies.generation import HFBackend
+    from mas_trainer.rollout.prompts import chat_prompt_ids
+    from mas_trainer.policies.lora import attach_adapters
 
     run = make_lora_run(tmp_path, taught_model_dir, rollout_backend=backend)
     perturb_adapters(run)
@@ -271,10 +273,11 @@ def test_generation_with_each_adapter_equals_its_merged_model(tmp_path, taught_m
 
 
 def test_checkpoint_resume_restores_adapters_and_step(tmp_path, taught_model_dir):
-    from mas_trainer import checkpoint
-    from mas_trainer.lora import ADAPTER_WEIGHTS, BASE_DIR, FINGERPRINT_FILE
-    from mas_trainer.models import tiny_model_and_tokenizer
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.settings import run_layout
+    from mas_trainer.policies.lora import ADAPTER_WEIGHTS, BASE_DIR, FINGERPRINT_FILE
+    from mas_trainer.policies.models import tiny_model_and_tokenizer
+    from mas_trainer.run.trainer import MASTrainer
 
     run = make_lora_run(tmp_path, taught_model_dir, save_steps=1, save_total_limit=0)
     run.train(progress=False)
@@ -291,7 +294,7 @@ def test_checkpoint_resume_restores_adapters_and_step(tmp_path, taught_model_dir
 
     resumed = make_lora_run(tmp_path, taught_model_dir, max_steps=3)  # fresh adapters on a fresh base
     assert changed(saved["planner"], adapter_state(resumed, "planner"))
-    checkpoint.load_checkpoint(resumed, checkpoint.latest_checkpoint(tmp_path / "run"))
+    checkpoint.load_checkpoint(resumed, run_layout.latest_checkpoint(tmp_path / "run"))
     assert resumed.global_step == 2
     for role in ROLES:
         assert not changed(saved[role], adapter_state(resumed, role))
@@ -309,16 +312,18 @@ def test_checkpoint_resume_restores_adapters_and_step(tmp_path, taught_model_dir
 
     other_base = MASTrainer(lora_config(tmp_path), models={"base": tiny_model_and_tokenizer(seed=1)})
     with pytest.raises(ValueError, match="differs from the one its adapters were trained on"):
-        checkpoint.load_checkpoint(other_base, checkpoint.latest_checkpoint(tmp_path / "run"))
+        checkpoint.load_checkpoint(other_base, run_layout.latest_checkpoint(tmp_path / "run"))
     with pytest.raises(ValueError, match="differs from the one its adapters were trained on"):
         checkpoint.save_checkpoint(other_base)  # a new run in this folder would mix two bases
 
 
 def test_mas_eval_of_a_lora_run_uses_each_adapter(tmp_path, taught_model_dir):
-    from mas_trainer import checkpoint
-    from mas_trainer.eval_cli import main as eval_main
-    from mas_trainer.evaluate import load_policies_for
-    from mas_trainer.generation import HFBackend, chat_prompt_ids
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.settings import run_layout
+    from mas_trainer.run.eval_cli import main as eval_main
+    from mas_trainer.run.evaluate import load_policies_for
+    from mas_trainer.policies.generation import HFBackend
+    from mas_trainer.rollout.prompts import chat_prompt_ids
     from mas_envs import make_env
 
     run = make_lora_run(tmp_path, taught_model_dir)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mas_trainer import models
-from mas_trainer.models import (
+from mas_trainer.policies import models
+from mas_trainer.policies.models import (
     DEFAULT_MODEL,
     PRESETS,
     load_model_and_tokenizer,
@@ -137,7 +137,8 @@ def test_qwen_coder_preset_joins_checks_and_loads():
             models._chunk_files(package)
     except FileNotFoundError as missing:
         pytest.skip(str(missing))
-    from mas_trainer.generation import HFBackend, chat_prompt_ids
+    from mas_trainer.policies.generation import HFBackend
+    from mas_trainer.rollout.prompts import chat_prompt_ids
 
     model, tokenizer = load_model_and_tokenizer("qwen2.5-coder-0.5b")
     assert model.config.model_type == "qwen2" and tokenizer.padding_side == "left"

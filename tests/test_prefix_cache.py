@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mas_trainer.generation import chat_prompt_ids
-from mas_trainer.models import tiny_model_and_tokenizer
-from mas_trainer.prefix_sharing import PrefixSharedBackend
+from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.policies.models import tiny_model_and_tokenizer
+from mas_trainer.policies.prefix_sharing import PrefixSharedBackend
 
 INSTRUCTIONS = (
     "You move an agent on a grid to reach the goal. Walls are '#', free cells are '.'. "

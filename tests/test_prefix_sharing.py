@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mas_trainer.generation import GenerationBackend, HFBackend, chat_prompt_ids
-from mas_trainer.models import tiny_model_and_tokenizer
-from mas_trainer.prefix_sharing import PREFIX_MODES, PrefixSharedBackend, supports_fast_path
+from mas_trainer.policies.generation import GenerationBackend, HFBackend
+from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.policies.models import tiny_model_and_tokenizer
+from mas_trainer.policies.prefix_sharing import PREFIX_MODES, PrefixSharedBackend, supports_fast_path
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +195,7 @@ def test_unsupported_architecture_falls_back_to_hf_backend(tiny, prompts):
 
 @pytest.mark.slow
 def test_real_default_model_greedy_and_logprobs():
-    from mas_trainer.models import load_model_and_tokenizer
+    from mas_trainer.policies.models import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer("smollm2-135m")
     model.eval()

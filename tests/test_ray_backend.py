@@ -1,4 +1,4 @@
-"""The Ray backend (mas_trainer.ray_backend) against the local one, on a real local Ray cluster.
+"""The Ray backend (mas_trainer.backends.ray) against the local one, on a real local Ray cluster.
 
 One cluster (2 CPUs, bound to 127.0.0.1, no dashboard) serves the whole module, and one specialized
 Plan-Path run (policies ``tool`` and ``planner``) on each backend does the work that the tests then
@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from mas_trainer.ray_backend.cluster import INSTALL_HINT, import_ray
+from mas_trainer.backends.ray.cluster import INSTALL_HINT, import_ray
 
 from tests.test_trainer import load_taught, taught_model_dir  # noqa: F401  (session fixture)
 
@@ -35,7 +35,7 @@ RESOURCES = {"rollout": {"num_cpus": 0.25}, "update": {"num_cpus": 0.5}, "env": 
 
 
 def make_config(tmp_path, backend, **overrides):
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     values = dict(
         output_dir=str(tmp_path / backend), env="plan_path", workflow="mas", policy_mode="specialized",
@@ -49,7 +49,7 @@ def make_config(tmp_path, backend, **overrides):
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    from mas_trainer.ray_backend.cluster import connect
+    from mas_trainer.backends.ray.cluster import connect
 
     ray = connect(None, num_cpus=2)
     assert ray.util.get_node_ip_address() == "127.0.0.1"
@@ -65,8 +65,8 @@ def concurrency_probe(run, rollout, copies: int = 8):
     """
     import copy
 
-    from mas_trainer.atgrpo import assign_advantages
-    from mas_trainer.workers import update_all
+    from mas_trainer.rollout.atgrpo import assign_advantages
+    from mas_trainer.policies.workers import update_all
 
     samples = []
     for c in range(copies):
@@ -125,8 +125,8 @@ class _Collect(logging.Handler):
 @pytest.fixture(scope="module")
 def runs(ray_cluster, taught_model_dir, tmp_path_factory):  # noqa: F811
     """Three steps on the local backend, then the same on Ray with faults injected; everything recorded."""
-    from mas_trainer import checkpoint
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.run.trainer import MASTrainer
 
     tmp_path = tmp_path_factory.mktemp("ray-backend")
     # All local work first: creating another config resets accelerate's process state, which the
@@ -144,9 +144,9 @@ def runs(ray_cluster, taught_model_dir, tmp_path_factory):  # noqa: F811
     trace["ray_records"] = [remote.train_step()]
     trace["stepper"] = kill_env_actor_on_next_step(remote, ray_cluster)
     warnings = _Collect()
-    logging.getLogger("mas_trainer.ray_backend.env_workers").addHandler(warnings)
+    logging.getLogger("mas_trainer.backends.ray.env_workers").addHandler(warnings)
     trace["ray_rollouts"].append(remote.rollout(1))
-    logging.getLogger("mas_trainer.ray_backend.env_workers").removeHandler(warnings)
+    logging.getLogger("mas_trainer.backends.ray.env_workers").removeHandler(warnings)
     trace["env_warnings"] = warnings.messages
     trace["ray_records"].append(remote.train_step())
     trace["checkpoint"] = checkpoint.save_checkpoint(remote)  # step 2, written by the update actors
@@ -211,8 +211,8 @@ def test_killed_env_actor_mid_rollout_is_retried_and_the_step_completes(runs):
 
 @needs_cluster
 def test_dead_update_worker_stops_the_run_and_resume_continues(runs, ray_cluster, taught_model_dir):  # noqa: F811
-    from mas_trainer.ray_backend import WorkerDiedError
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.backends.ray.policy_workers import WorkerDiedError
+    from mas_trainer.run.trainer import MASTrainer
 
     run, saved = runs["run"], runs["checkpoint"]
     assert (saved / "policies" / "tool" / "optimizer.pt").is_file()
@@ -237,7 +237,7 @@ def test_dead_update_worker_stops_the_run_and_resume_continues(runs, ray_cluster
 
 
 def test_backend_settings_are_validated_and_reach_the_config(tmp_path):
-    from mas_trainer.cli import UsageError, parse_config
+    from mas_trainer.run.cli import UsageError, parse_config
 
     with pytest.raises(ValueError, match="unknown backend"):
         make_config(tmp_path, "spark")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mas_trainer.models import tiny_model_and_tokenizer
-from mas_trainer.scoring import common_prefix_length, completion_logits
+from mas_trainer.policies.models import tiny_model_and_tokenizer
+from mas_trainer.update.scoring import common_prefix_length, completion_logits
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_logits_and_gradients_equal_the_plain_forward(model, share):
 
 def test_common_prefix_pass_is_taken_and_skipped_when_it_does_not_pay(model, monkeypatch):
     """The common-prefix pass runs only for >1 distinct prompt sharing >= min_common_prefix tokens."""
-    from mas_trainer import scoring
+    from mas_trainer.update import scoring
 
     calls = []
     original = scoring._encode_after_common_prefix

@@ -14,15 +14,15 @@ import pytest
 import torch
 
 from mas_envs import make_env
-from mas_trainer.samples import Sample
+from mas_trainer.rollout.samples import Sample
 
 WORDS = ["up", "down", "left", "right"]
 
 
 def teach_tiny_model(folder: Path, steps: int = 40, seed: int = 0) -> Path:
     """Save to ``folder`` a tiny model that answers Plan-Path prompts (single and mas) with a direction word."""
-    from mas_trainer.generation import chat_prompt_ids
-    from mas_trainer.models import tiny_model_and_tokenizer
+    from mas_trainer.rollout.prompts import chat_prompt_ids
+    from mas_trainer.policies.models import tiny_model_and_tokenizer
 
     model, tok = tiny_model_and_tokenizer(seed=seed)
     prompts = []
@@ -77,7 +77,7 @@ def load_taught(folder: Path):
 
 
 def small_config(tmp_path: Path, **overrides):
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     values = dict(
         output_dir=str(tmp_path / "run"),
@@ -99,7 +99,7 @@ def small_config(tmp_path: Path, **overrides):
 
 
 def make_run(tmp_path, taught_model_dir, **overrides):
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.run.trainer import MASTrainer
 
     config = small_config(tmp_path, **overrides)
     policies = ["shared"] if config.policy_mode == "shared" else ["tool", "planner"]
@@ -118,7 +118,7 @@ def same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool
 
 
 def test_config_cpu_defaults():
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     single = ATGRPOConfig(output_dir="unused", workflow="single")
     assert single.max_completion_length == 8 and single.learning_rate == 1e-5
@@ -151,7 +151,7 @@ def test_config_cpu_defaults():
     ],
 )
 def test_config_rejects_bad_values(overrides, message):
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     with pytest.raises(ValueError, match=message):
         ATGRPOConfig(output_dir="unused", **overrides)
@@ -161,9 +161,9 @@ def test_config_rejects_bad_values(overrides, message):
 
 
 def test_samples_to_batch_matches_trl_layout(tmp_path, taught_model_dir):
-    from mas_trainer.atgrpo import assign_advantages
-    from mas_trainer.generation import chat_prompt_ids
-    from mas_trainer.samples import Sample
+    from mas_trainer.rollout.atgrpo import assign_advantages
+    from mas_trainer.rollout.prompts import chat_prompt_ids
+    from mas_trainer.rollout.samples import Sample
 
     run = make_run(tmp_path, taught_model_dir)
     trainer = run.trainer_of("shared")
@@ -221,8 +221,8 @@ def test_completion_only_logprobs_match_trl(tmp_path, taught_model_dir):
 
 def test_shared_prompt_pass_gives_same_logits_and_gradients():
     """Encoding a group's prompt once and repeating its KV cache equals running every row in full."""
-    from mas_trainer.models import tiny_model_and_tokenizer
-    from mas_trainer.trainer import completion_logits
+    from mas_trainer.policies.models import tiny_model_and_tokenizer
+    from mas_trainer.update.trainer import completion_logits
 
     model, _ = tiny_model_and_tokenizer(seed=1)
     gen = torch.Generator().manual_seed(0)
@@ -290,7 +290,7 @@ def test_kl_penalty_measures_distance_to_the_frozen_start_model(tmp_path, taught
 def test_kl_reference_is_the_model_in_memory_not_the_path_in_its_config(tmp_path, taught_model_dir):
     """A model changed in memory (or built there, like the tiny test model, whose config names a
     tokenizer folder) must be its own reference: TRL would load the weights at the config's path."""
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.run.trainer import MASTrainer
 
     model, tokenizer = load_taught(taught_model_dir)
     with torch.no_grad():
@@ -308,7 +308,8 @@ def test_kl_reference_is_the_model_in_memory_not_the_path_in_its_config(tmp_path
 
 def test_turn_level_steps_continue_episodes_across_updates(tmp_path, taught_model_dir):
     """turns_per_step=1: each step advances the live episodes one turn; ended episodes are replaced."""
-    from mas_trainer import checkpoint
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.settings import run_layout
 
     run = make_run(tmp_path, taught_model_dir, turns_per_step=1, max_turns=3, envs_per_step=2, max_steps=4)
     seen_groups: set = set()
@@ -335,7 +336,7 @@ def test_turn_level_steps_continue_episodes_across_updates(tmp_path, taught_mode
     assert [r["step"] for r in records] == [1, 2] and all(r["samples"] == 8 for r in records)
     assert all("episodes_finished" in r for r in records)
     resumed = make_run(tmp_path / "b", taught_model_dir, turns_per_step=1, max_turns=3, envs_per_step=2, max_steps=3)
-    checkpoint.load_checkpoint(resumed, checkpoint.latest_checkpoint(resumed.run_dir))
+    checkpoint.load_checkpoint(resumed, run_layout.latest_checkpoint(resumed.run_dir))
     assert resumed.episodes_started == fresh.episodes_started  # new episode ids continue after the saved ones
 
 
@@ -380,9 +381,9 @@ def test_specialized_routes_roles_and_trains_separate_models(tmp_path, taught_mo
 
 def test_each_specialized_policy_updates_on_its_own_samples(tmp_path, taught_model_dir):
     """Both policies get an optimizer step from their own role's groups and diverge from each other."""
-    from mas_trainer.atgrpo import assign_advantages
-    from mas_trainer.generation import chat_prompt_ids
-    from mas_trainer.samples import Sample
+    from mas_trainer.rollout.atgrpo import assign_advantages
+    from mas_trainer.rollout.prompts import chat_prompt_ids
+    from mas_trainer.rollout.samples import Sample
 
     run = make_run(tmp_path, taught_model_dir, workflow="mas", policy_mode="specialized")
     env = make_env("plan_path", preset="4x4", workflow="mas")
@@ -411,21 +412,22 @@ def test_each_specialized_policy_updates_on_its_own_samples(tmp_path, taught_mod
 
 
 def test_checkpoint_roundtrip_restores_weights_optimizer_and_step(tmp_path, taught_model_dir):
-    from mas_trainer import checkpoint
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.settings import run_layout
 
     run = make_run(tmp_path, taught_model_dir, save_total_limit=1)
     run.train_step()
     first = checkpoint.save_checkpoint(run)
     run.train_step()
     path = checkpoint.save_checkpoint(run)
-    assert checkpoint.list_checkpoints(run.run_dir) == [path] and not first.exists()  # pruned to 1
+    assert run_layout.list_checkpoints(run.run_dir) == [path] and not first.exists()  # pruned to 1
     assert not any(p.name.startswith(".tmp") for p in path.parent.iterdir())
     saved_weights = params_of(run.model_of("shared"))
     saved_opt = run.trainer_of("shared").optimizer.state_dict()
 
     fresh = make_run(tmp_path, taught_model_dir)  # same run dir, initial weights
     assert not same_weights(params_of(fresh.model_of("shared")), saved_weights)
-    checkpoint.load_checkpoint(fresh, checkpoint.latest_checkpoint(fresh.run_dir))
+    checkpoint.load_checkpoint(fresh, run_layout.latest_checkpoint(fresh.run_dir))
     assert fresh.global_step == 2 and fresh.trainer_of("shared").state.global_step == 2
     assert same_weights(params_of(fresh.model_of("shared")), saved_weights)
     loaded_opt = fresh.trainer_of("shared").optimizer.state_dict()
@@ -440,7 +442,8 @@ def test_checkpoint_roundtrip_restores_weights_optimizer_and_step(tmp_path, taug
 
 
 def test_checkpoint_of_other_policy_mode_is_refused(tmp_path, taught_model_dir):
-    from mas_trainer import checkpoint
+    from mas_trainer.run import checkpoints as checkpoint
+    from mas_trainer.settings import run_layout
 
     run = make_run(tmp_path, taught_model_dir, workflow="mas")
     path = checkpoint.save_checkpoint(run)
@@ -454,9 +457,9 @@ def test_checkpoint_of_other_policy_mode_is_refused(tmp_path, taught_model_dir):
 
 @pytest.mark.slow
 def test_real_default_model_one_step_on_plan_path(tmp_path):
-    from mas_trainer.config import ATGRPOConfig
-    from mas_trainer.models import weights_fingerprint
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.settings.config import ATGRPOConfig
+    from mas_trainer.policies.models import weights_fingerprint
+    from mas_trainer.run.trainer import MASTrainer
 
     config = ATGRPOConfig(output_dir=str(tmp_path / "run"), env="plan_path", workflow="single", envs_per_step=4,
                           num_generations=4, max_turns=1, max_steps=1, rollout_seed=0)
@@ -467,8 +470,6 @@ def test_real_default_model_one_step_on_plan_path(tmp_path):
     assert record["samples"] == 16 and math.isfinite(record["loss/shared"])
     if record["samples_updated/shared"] > 0:
         assert weights_fingerprint(run.model_of("shared")) != before
-    evaluation = run.evaluate(num_tasks=4)
-    assert 0.0 <= evaluation["success_rate"] <= 1.0 and evaluation["episodes"] == 4
 
 
 # ------------------------------------------------------------------ the update goes the right way
@@ -488,7 +489,7 @@ def test_one_update_raises_the_best_candidate_and_lowers_the_worst(tmp_path, tau
 
     With the advantages' sign flipped the same step must do the opposite (so the test can fail).
     """
-    from mas_trainer.atgrpo import assign_advantages
+    from mas_trainer.rollout.atgrpo import assign_advantages
 
     run = make_run(tmp_path, taught_model_dir, learning_rate=1e-4, scale_rewards="group")
     trainer, model = run.trainer_of("shared"), run.model_of("shared")
@@ -540,14 +541,14 @@ def test_mas_turn_level_step_updates_every_role(tmp_path, taught_model_dir):
     ({"role_temperature": "tool=0"}, "> 0"),
 ])
 def test_per_role_settings_reject_bad_values(overrides, message):
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     with pytest.raises(ValueError, match=message):
         ATGRPOConfig(output_dir="unused", **overrides)
 
 
 def test_model_per_role_loads_each_roles_model_and_samples_with_its_budget(tmp_path, taught_model_dir):
-    from mas_trainer.trainer import MASTrainer
+    from mas_trainer.run.trainer import MASTrainer
 
     config = small_config(tmp_path, workflow="mas", policy_mode="specialized", max_turns=2,
                           model=f"tool=tiny,planner={taught_model_dir}",

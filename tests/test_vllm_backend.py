@@ -12,8 +12,9 @@ import os
 
 import pytest
 
-from mas_trainer.generation import HFBackend, chat_prompt_ids
-from mas_trainer.vllm_backend import vllm_available
+from mas_trainer.policies.generation import HFBackend
+from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.settings.optional import vllm_available
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -32,7 +33,7 @@ needs_vllm = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def hf_model_and_tokenizer(one_torch_thread):
-    from mas_trainer.models import load_model_and_tokenizer
+    from mas_trainer.policies.models import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(MODEL)
     model.eval()
@@ -47,7 +48,7 @@ def prompts(hf_model_and_tokenizer):
 
 @pytest.fixture(scope="module")
 def backend(hf_model_and_tokenizer):
-    from mas_trainer.vllm_backend import VLLMBackend
+    from mas_trainer.policies.vllm_engine import VLLMBackend
 
     model, tokenizer = hf_model_and_tokenizer
     engine = VLLMBackend(model, tokenizer, max_model_len=512, enforce_eager=True, kv_cache_gib=1)
@@ -124,7 +125,7 @@ def test_sync_weights_brings_updated_weights_into_the_engine(backend, hf_model_a
     """A second engine (one per policy, as in specialized mode) on a copy of the model that we change."""
     import torch
 
-    from mas_trainer.vllm_backend import VLLMBackend
+    from mas_trainer.policies.vllm_engine import VLLMBackend
 
     base, tokenizer = hf_model_and_tokenizer
     model = copy.deepcopy(base)
@@ -156,7 +157,7 @@ def test_sync_weights_brings_updated_weights_into_the_engine(backend, hf_model_a
 @pytest.mark.vllm
 @needs_vllm
 def test_bad_arguments_are_rejected(backend, prompts, hf_model_and_tokenizer):
-    from mas_trainer.vllm_backend import VLLMBackend
+    from mas_trainer.policies.vllm_engine import VLLMBackend
 
     bad = [
         dict(n=0, max_new_tokens=4),
@@ -180,8 +181,8 @@ def test_bad_arguments_are_rejected(backend, prompts, hf_model_and_tokenizer):
 @pytest.mark.vllm
 @needs_vllm
 def test_make_backend_selects_vllm(backend):
-    from mas_trainer.vllm_backend import VLLMBackend
-    from mas_trainer.workers import make_backend
+    from mas_trainer.policies.vllm_engine import VLLMBackend
+    from mas_trainer.policies.workers import make_backend
 
     with pytest.raises(ValueError, match="kv_cache_gib"):  # the options reach the backend
         make_backend(backend.model, backend.tokenizer, "vllm", {"kv_cache_gib": 0})
@@ -191,8 +192,8 @@ def test_make_backend_selects_vllm(backend):
 # ---------------------------------------------------------------------- without vLLM
 @pytest.mark.skipif(vllm_available(), reason="checks the error shown when vllm is missing")
 def test_choosing_vllm_without_it_names_the_install_command():
-    from mas_trainer.models import tiny_model_and_tokenizer
-    from mas_trainer.workers import make_backend
+    from mas_trainer.policies.models import tiny_model_and_tokenizer
+    from mas_trainer.policies.workers import make_backend
 
     model, tokenizer = tiny_model_and_tokenizer()
     with pytest.raises(ImportError, match="make setup-vllm"):
@@ -201,7 +202,7 @@ def test_choosing_vllm_without_it_names_the_install_command():
 
 @pytest.mark.skipif(vllm_available(), reason="checks the error shown when vllm is missing")
 def test_mas_eval_backend_vllm_without_it_is_a_usage_error(capsys):
-    from mas_trainer.eval_cli import main
+    from mas_trainer.run.eval_cli import main
 
     assert main(["--env", "plan_path", "--model", "tiny", "--episodes", "1", "--backend", "vllm"]) == 2
     assert "make setup-vllm" in capsys.readouterr().err
@@ -209,7 +210,7 @@ def test_mas_eval_backend_vllm_without_it_is_a_usage_error(capsys):
 
 def test_config_rollout_backend_vllm():
     pytest.importorskip("trl")
-    from mas_trainer.config import ATGRPOConfig
+    from mas_trainer.settings.config import ATGRPOConfig
 
     if vllm_available():
         assert ATGRPOConfig(output_dir="unused", rollout_backend="vllm").rollout_backend == "vllm"
@@ -221,7 +222,7 @@ def test_config_rollout_backend_vllm():
 
 
 def test_mas_eval_backend_option():
-    from mas_trainer.eval_cli import UsageError, parse_request
+    from mas_trainer.run.eval_cli import UsageError, parse_request
 
     assert parse_request(["--env", "plan_path"])[0].backend == "auto"
     assert parse_request(["--env", "plan_path", "--backend", "prefix_shared"])[0].backend == "prefix_shared"
@@ -235,9 +236,9 @@ def test_trainer_step_with_vllm_rollouts_syncs_the_engine(tmp_path, one_torch_th
     """mas-train's loop with rollout_backend='vllm': after the update the engine samples the new weights."""
     import math
 
-    from mas_trainer.config import ATGRPOConfig
-    from mas_trainer.trainer import MASTrainer
-    from mas_trainer.vllm_backend import VLLMBackend
+    from mas_trainer.settings.config import ATGRPOConfig
+    from mas_trainer.run.trainer import MASTrainer
+    from mas_trainer.policies.vllm_engine import VLLMBackend
 
     config = ATGRPOConfig(output_dir=str(tmp_path / "run"), env="plan_path", workflow="single", envs_per_step=2,
                           num_generations=4, max_turns=1, max_steps=1, max_completion_length=4, rollout_seed=0,

@@ -1,4 +1,4 @@
-"""Sandbox for untrusted generated code (see DESIGN.md, "Sandbox for generated code").
+"""Sandbox for untrusted generated code (docs/GRADING.md, "Where code runs", says how graded programs use it).
 
 ``run_python(code, stdin, timeout, memory_mb, max_output_bytes)`` runs a program in a fresh
 ``python3 -I -S`` inside bwrap (no network, no host files, uid 65534, rlimits, a memory+pids cgroup

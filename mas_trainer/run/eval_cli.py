@@ -1,0 +1,141 @@
+"""``mas-eval``: evaluate a model or a trained run on an env's test (or validation) split; write a results file.
+
+Examples (in this order: the later ones evaluate the run the first one trains)::
+
+    mas-train --env plan_path --policy specialized --model tiny --steps 1 --output runs/pp-spec  # a quick run
+    mas-eval --env plan_path --model smollm2-135m --workflow single --episodes 50
+    mas-eval --env plan_path --model runs/pp-spec --out results/pp-spec.json          # the mas-train run
+    mas-eval --env plan_path --model runs/pp-spec --swap-roles                       # the role-swap ablation
+    mas-eval --env plan_path --model runs/pp-spec --split validation        # choosing a checkpoint or preset
+    mas-eval --env plan_path --model tiny --samples 4 --temperature 1.0             # best-of-4 tree search
+    mas-eval --env sokoban --model smollm2-135m --env-kwargs '{"size": 7, "num_boxes": 2}'
+
+Plays tasks 0..N-1 of the split (greedy by default; ``--samples K`` = best-of-K by env reward at every
+step, see :mod:`mas_trainer.run.evaluate`), prints a short table and writes the results JSON (format:
+``leaderboard/schema/results.schema.json``) atomically to ``--out``. Bad arguments (unknown env or
+model, bad JSON, N < 1 ...) exit with status 2 and a one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import sys
+from typing import Iterator
+
+from mas_trainer.settings.hub import offline_hub_defaults
+
+offline_hub_defaults()  # before transformers is imported (below)
+
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from mas_trainer.run.evaluate import EvalError, EvalRequest, evaluate, format_table, write_results  # noqa: E402
+from mas_trainer.settings.methods import METHOD_NAMES  # noqa: E402
+from mas_trainer.settings.optional import VLLM_INSTALL_HINT, vllm_available  # noqa: E402
+
+PROG = "mas-eval"
+
+
+class UsageError(Exception):
+    """Reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print the usage block; we want one line
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Evaluate LLM agents on a stronger-mas env and write a results file.")
+    p.add_argument("--env", required=True, help="environment name (e.g. plan_path, sokoban, sudoku)")
+    p.add_argument("--model", default="smollm2-135m",
+                   help="model preset, local folder, HF id, or a mas-train run folder (default: smollm2-135m)")
+    p.add_argument("--workflow", choices=("mas", "single"), default=None,
+                   help="mas (multi-agent) or single (one solver); default: the run's, else mas")
+    p.add_argument("--split", choices=("test", "validation", "train"), default="test",
+                   help="task split (default: test). Choose presets and hyperparameters on validation; "
+                        "run test once, for the table")
+    p.add_argument("--episodes", type=int, default=50, help="number of tasks, indices 0..N-1 (default: 50)")
+    p.add_argument("--seed", type=int, default=0, help="sampling / reset seed (default: 0)")
+    p.add_argument("--samples", type=int, default=1,
+                   help="K candidates per agent step; K > 1 executes the best by env reward (best-of-K)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampling temperature (default: 0 = greedy for K=1, 1.0 for K>1)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (default: 1.0)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="tokens per agent action (default: the run's, else sized to the env's answer "
+                        "format: Plan-Path 8 single / 48 mas, Sokoban 32 / 96, 4x4 Sudoku 64 / 128)")
+    p.add_argument("--env-kwargs", default=None, help="JSON object of extra make_env arguments")
+    p.add_argument("--method", choices=METHOD_NAMES, default=None, help="method label (default: inferred)")
+    p.add_argument("--swap-roles", action="store_true", help="swap the two roles' policies (specialized runs)")
+    p.add_argument("--checkpoint-step", type=int, default=None, help="which checkpoint of a run (default: latest)")
+    p.add_argument("--backend", choices=("auto", "hf", "prefix_shared", "vllm"), default="auto",
+                   help="generation backend (default auto: prefix_shared where the architecture allows, else hf; "
+                        "vllm needs vLLM installed, see docs/VLLM.md)")
+    p.add_argument("--label", default=None, help="free text stored in provenance.label")
+    p.add_argument("--out", default=None, help="results file (default: results/<env>-<method>-seed<S>.json)")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
+    return p
+
+
+def parse_request(argv: list[str]):
+    """``(EvalRequest, out_path_or_None, quiet)``; raises :class:`UsageError` for bad input."""
+    args = build_parser().parse_args(argv)
+    env_kwargs = {}
+    if args.env_kwargs:
+        try:
+            env_kwargs = json.loads(args.env_kwargs)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"--env-kwargs is not valid JSON: {err}") from None
+        if not isinstance(env_kwargs, dict):
+            raise UsageError(f"--env-kwargs must be a JSON object, got {type(env_kwargs).__name__}")
+    if args.backend == "vllm":
+        if not vllm_available():
+            raise UsageError(f"--backend vllm: vLLM is not installed in this Python; {VLLM_INSTALL_HINT}")
+    if args.label is not None and len(args.label) > 200:
+        raise UsageError("--label is longer than 200 characters")
+    request = EvalRequest(
+        env=args.env, model=args.model, workflow=args.workflow, split=args.split, episodes=args.episodes,
+        seed=args.seed, samples=args.samples, temperature=args.temperature, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, env_kwargs=env_kwargs, method=args.method,
+        swap_roles=args.swap_roles, checkpoint_step=args.checkpoint_step, label=args.label, backend=args.backend,
+        command=" ".join([PROG, *map(shlex.quote, argv)]),
+    )
+    return request, args.out, args.quiet
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``mas-eval``; returns the exit status (2 for bad arguments)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        request, out, quiet = parse_request(argv)
+        with _quiet_loading():
+            results = evaluate(request, progress=not quiet)
+    except (UsageError, EvalError) as err:
+        text = str(err).strip()
+        print(f"{PROG}: error: {text.splitlines()[0] if text else repr(err)}", file=sys.stderr)
+        return 2
+    out = out or os.path.join("results", f"{request.env}-{results['method']}-seed{request.seed}.json")
+    path = write_results(results, out)
+    print(format_table(results))
+    print(f"results: {path}")
+    return 0
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """No per-tensor "Loading weights" bar (a one-second load needs none; errors stay one line)."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
