@@ -17,6 +17,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
+import torch
+from transformers import GenerationConfig, LogitsProcessorList
+
 from mas_trainer.rollout.samples import Completion
 
 
@@ -61,8 +64,6 @@ class _SampledTokenLogprobs:
             self.per_step.append(self.previous.gather(1, chosen[:, None]).squeeze(1))
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
         if self.previous is not None:
             self._take(input_ids[:, -1])
         self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
@@ -70,8 +71,6 @@ class _SampledTokenLogprobs:
 
     def finish(self, last_tokens: Any) -> Any:
         """Stack to (batch, steps) once the final chosen tokens are known."""
-        import torch
-
         self._take(last_tokens)
         self.previous = None
         return torch.stack(self.per_step, dim=1)
@@ -132,9 +131,6 @@ class HFBackend:
         top_p: float,
         return_logprobs: bool,
     ) -> list[Completion]:
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList
-
         device = self.model.device
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -239,8 +235,6 @@ def _seeded(seed: int | None, model: Any) -> Iterator[None]:
     if seed is None:
         yield
         return
-    import torch
-
     devices = [model.device] if model.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)

@@ -23,6 +23,8 @@ Checkpoints (see :mod:`mas_trainer.run.checkpoints`): ``policies/<policy>/adapte
 in peft's format (``adapter_config.json`` + ``adapter_model.safetensors``); the frozen base is written
 once per run to ``RUN/base_model/`` (weights, tokenizer and a fingerprint checked on resume).
 Evaluation merges each adapter into its own copy of the base (:func:`load_merged_policies`).
+
+``peft`` is imported inside the functions that use it, so runs in the other policy modes never load it.
 """
 
 from __future__ import annotations

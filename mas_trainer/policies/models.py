@@ -24,8 +24,12 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
 DEFAULT_MODEL = "smollm2-135m"
 TINY_MODEL = "tiny"
@@ -86,8 +90,6 @@ QWEN_CODER_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c
 
 def _chunk_files(package: str) -> list[Path]:
     """The raw ``.bin`` data chunk(s) a chunk package installed."""
-    from importlib import metadata
-
     try:
         dist = metadata.distribution(package)
     except metadata.PackageNotFoundError:
@@ -215,8 +217,6 @@ def _prepare_tokenizer(tokenizer: Any) -> Any:
 
 def _convert_preset(preset: ModelPreset, out: Path) -> None:
     """GGUF -> safetensors folder with tokenizer (and chat template) and generation config."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     _log(
         f"converting {preset.name} ({preset.gguf_file}) to safetensors once "
         f"(~30 s on an idle CPU, minutes on a busy one) into {out.parent}"
@@ -246,8 +246,6 @@ def _tokenizer_folder(preset_name: str = DEFAULT_MODEL) -> Path:
     preset = PRESETS[preset_name]
 
     def build(out: Path) -> None:
-        from transformers import AutoConfig, AutoTokenizer
-
         _log(f"caching the {preset_name} tokenizer and config once (~15 s)")
         with preset.source() as source:
             AutoTokenizer.from_pretrained(source, gguf_file=preset.gguf_file).save_pretrained(out)
@@ -293,9 +291,6 @@ def load_model_and_tokenizer(
     Raises ``ValueError`` listing the presets when the name is neither a preset, a folder, nor a
     model that can be loaded (offline, only models already in the Hugging Face cache load).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if name_or_path == TINY_MODEL:
         model, tokenizer = tiny_model_and_tokenizer(seed=0)
         return model.to(device=device, dtype=getattr(torch, dtype)), tokenizer
@@ -321,9 +316,6 @@ def tiny_model_and_tokenizer(seed: int = 0) -> tuple[Any, Any]:
     Deterministic given ``seed`` and leaves the global torch RNG untouched. The tokenizer and config
     are cached on first use (~15 s once); later calls take well under 2 s.
     """
-    import torch
-    from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
-
     folder = _tokenizer_folder(DEFAULT_MODEL)
     tokenizer = _prepare_tokenizer(AutoTokenizer.from_pretrained(folder))
     config = AutoConfig.from_pretrained(folder)
@@ -339,8 +331,6 @@ def tiny_model_and_tokenizer(seed: int = 0) -> tuple[Any, Any]:
 
 def weights_fingerprint(model: Any) -> str:
     """sha256 over the model's state dict (names, dtypes, shapes and bytes), for provenance."""
-    import torch
-
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         tensor = tensor.detach().to("cpu").contiguous()

@@ -31,6 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import torch
+import torch.nn.functional as F
+
 from mas_trainer.policies.generation import (
     HFBackend,
     _eval_mode,
@@ -128,8 +131,6 @@ class PrefixSharedBackend:
                 prompts, n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                 return_logprobs=return_logprobs, seed=seed,
             )
-        import torch
-
         # Identical prompts (the first turn of K trajectories of one task, equal tasks) share one
         # prefill. When sampling, every copy still gets its own n draws: copies of one draw would make
         # the K trajectories of trajectory-level GRPO identical, and every group zero-variance.
@@ -183,8 +184,6 @@ class PrefixSharedBackend:
         return_logprobs: bool,
         generator: Any,
     ) -> list[Completion]:
-        import torch
-
         device = self.model.device
         shared, shared_kv = self._common_prefix(prompts)
         prompts = [p[shared:] for p in prompts]  # each prompt's own remainder (never empty)
@@ -244,8 +243,6 @@ class PrefixSharedBackend:
 
     def _common_prefix(self, prompts: list[list[int]]) -> tuple[int, list[tuple[Any, Any]] | None]:
         """(length, one-row K/V) of the prefix shared by all ``prompts``; (0, None) when not worth it."""
-        import torch
-
         # Every prompt keeps at least one token of its own: its last position predicts the next token.
         length = min(common_prefix_length(prompts), min(len(p) for p in prompts) - 1)
         if not self.reuse_prefix or length < MIN_SHARED_PREFIX:
@@ -307,9 +304,6 @@ class PrefixSharedBackend:
         ``past``: keys/values (one row, all valid) of tokens that precede every prompt; the
         returned K/V then cover ``[past | prompt]`` for each prompt.
         """
-        import torch
-        import torch.nn.functional as F
-
         inner = self.model.model
         rows, width = input_ids.shape
         offset = past[0][0].shape[2] if past else 0
@@ -342,8 +336,6 @@ class PrefixSharedBackend:
 
     def _empty_branch_cache(self, rows: int, length: int, dtype: Any) -> list[tuple[Any, Any]]:
         """Preallocated keys/values for the tokens each branch generates (filled step by step)."""
-        import torch
-
         _, kv_heads, head_dim = self._shape()
         device = self.model.device
         return [
@@ -364,8 +356,6 @@ class PrefixSharedBackend:
         of its branches' queries at once); scores over each branch's own tokens are separate; one
         softmax normalises both parts together, so the result equals plain attention.
         """
-        import torch
-
         inner = self.model.model
         heads, kv_heads, head_dim = self._shape()
         per_kv = heads // kv_heads
@@ -409,16 +399,12 @@ class _SharedPrefix:
 
 
 def _rotate_half(x: Any) -> Any:
-    import torch
-
     first, second = x.chunk(2, dim=-1)
     return torch.cat((-second, first), dim=-1)
 
 
 def _sample(logits: Any, temperature: float, top_p: float, return_logprobs: bool, generator: Any) -> tuple[Any, Any]:
     """Pick one token per row; its log-prob under the temperature-scaled distribution if asked."""
-    import torch
-
     if temperature <= 0:
         chosen = logits.argmax(-1)
         scaled = logits
@@ -435,8 +421,6 @@ def _sample(logits: Any, temperature: float, top_p: float, return_logprobs: bool
 
 def _top_p_filter(probs: Any, top_p: float) -> Any:
     """Zero every token outside the smallest set whose probability reaches ``top_p`` (nucleus)."""
-    import torch
-
     sorted_probs, order = probs.sort(-1, descending=True)
     mass_before = sorted_probs.cumsum(-1) - sorted_probs
     sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)  # the top token always stays
