@@ -165,13 +165,14 @@ class PuzzleEnv(TextAECEnv):
 
     # ------------------------------------------------------------------ prompts
     def _prompt(self, agent: str) -> str:
-        if agent == "tool" and self.tool_prompt == "code":
-            return self._code_tool_prompt()
-        parts = [self._role_intro(agent), self._puzzle_text()]
+        code_tool = agent == "tool" and self.tool_prompt == "code"
+        parts = self._code_tool_head() if code_tool else [self._role_intro(agent), self._puzzle_text()]
         history = self.history_text()
         if history:
             parts.append("Previous turns:\n" + history)
-        if agent == "tool":
+        if code_tool:
+            parts.append(f"{self._tool_task()} No network; {self.sandbox_timeout:g} s limit.")
+        elif agent == "tool":
             parts.append(
                 "Write a Python program in a ```python code block that prints the answer as "
                 f"{self._answer_format()}. The program runs with no network and a {self.sandbox_timeout:g} s "
@@ -188,18 +189,13 @@ class PuzzleEnv(TextAECEnv):
             parts.append(f"Answer with {self._answer_format()}.")
         return "\n\n".join(p for p in parts if p)
 
-    def _code_tool_prompt(self) -> str:
+    def _code_tool_head(self) -> list[str]:
+        """The start of the code-only tool prompt: the request, then the puzzle as variables (or text)."""
         preamble = self._tool_preamble()
-        parts = ["Write a short Python program for your team. Reply with one ```python code block and nothing else."]
-        if preamble:
-            parts.append(f"These lines already run before your code (do not repeat them):\n```python\n{preamble}\n```")
-        else:
-            parts.append("The puzzle, given to your program on stdin:\n" + self._puzzle_text())
-        history = self.history_text()
-        if history:
-            parts.append("Previous turns:\n" + history)
-        parts.append(f"{self._tool_task()} No network; {self.sandbox_timeout:g} s limit.")
-        return "\n\n".join(parts)
+        state = (f"These lines already run before your code (do not repeat them):\n```python\n{preamble}\n```"
+                 if preamble else "The puzzle, given to your program on stdin:\n" + self._puzzle_text())
+        return ["Write a short Python program for your team. Reply with one ```python code block and nothing else.",
+                state]
 
     def _role_intro(self, agent: str) -> str:
         return {
