@@ -12,7 +12,9 @@ Examples (in this order: the later ones evaluate the run the first one trains)::
 
 Plays tasks 0..N-1 of the split (greedy by default; ``--samples K`` = best-of-K by env reward at every
 step, see :mod:`mas_trainer.run.evaluate`), prints a short table and writes the results JSON (format:
-``leaderboard/schema/results.schema.json``) atomically to ``--out``. Bad arguments (unknown env or
+``leaderboard/schema/results.schema.json``) atomically to ``--out``. Tasks are played ``--chunk-size`` at a
+time and every finished chunk is kept in ``<out>.partial.jsonl``, so running a stopped command again
+resumes it (:mod:`mas_trainer.run.eval_progress`). Bad arguments (unknown env or
 model, bad JSON, N < 1 ...) exit with status 2 and a one-line message.
 """
 
@@ -32,7 +34,16 @@ offline_hub_defaults()  # before transformers is imported (below)
 
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from mas_trainer.run.evaluate import EvalError, EvalRequest, evaluate, format_table, write_results  # noqa: E402
+from mas_trainer.run.eval_progress import progress_path_for  # noqa: E402
+from mas_trainer.run.evaluate import (  # noqa: E402
+    EvalError,
+    EvalRequest,
+    default_method,
+    describe_target,
+    evaluate,
+    format_table,
+    write_results,
+)
 from mas_trainer.settings.methods import METHOD_NAMES  # noqa: E402
 from mas_trainer.settings.optional import VLLM_INSTALL_HINT, vllm_available  # noqa: E402
 
@@ -77,12 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "vllm needs vLLM installed, see docs/VLLM.md)")
     p.add_argument("--label", default=None, help="free text stored in provenance.label")
     p.add_argument("--out", default=None, help="results file (default: results/<env>-<method>-seed<S>.json)")
+    p.add_argument("--chunk-size", type=int, default=32,
+                   help="tasks played per batch (default: 32); each finished chunk is saved to "
+                        "<out>.partial.jsonl, so the same command resumes a stopped run")
+    p.add_argument("--restart", action="store_true",
+                   help="ignore (and replace) the progress file of an earlier run of this evaluation")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     return p
 
 
 def parse_request(argv: list[str]):
-    """``(EvalRequest, out_path_or_None, quiet)``; raises :class:`UsageError` for bad input."""
+    """``(EvalRequest, out_path_or_None, quiet, restart)``; raises :class:`UsageError` for bad input."""
     args = build_parser().parse_args(argv)
     env_kwargs = {}
     if args.env_kwargs:
@@ -102,27 +118,44 @@ def parse_request(argv: list[str]):
         seed=args.seed, samples=args.samples, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, env_kwargs=env_kwargs, method=args.method,
         swap_roles=args.swap_roles, checkpoint_step=args.checkpoint_step, label=args.label, backend=args.backend,
-        command=" ".join([PROG, *map(shlex.quote, argv)]),
+        chunk_size=args.chunk_size, command=" ".join([PROG, *map(shlex.quote, argv)]),
     )
-    return request, args.out, args.quiet
+    return request, args.out, args.quiet, args.restart
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``mas-eval``; returns the exit status (2 for bad arguments)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        request, out, quiet = parse_request(argv)
+        request, out, quiet, restart = parse_request(argv)
+        out = out or default_out(request)
+        partial = progress_path_for(out)
+        if restart and partial.exists():
+            partial.unlink()
         with _quiet_loading():
-            results = evaluate(request, progress=not quiet)
+            results = evaluate(request, progress=not quiet, progress_path=partial)
     except (UsageError, EvalError) as err:
         text = str(err).strip()
         print(f"{PROG}: error: {text.splitlines()[0] if text else repr(err)}", file=sys.stderr)
         return 2
-    out = out or os.path.join("results", f"{request.env}-{results['method']}-seed{request.seed}.json")
     path = write_results(results, out)
+    partial.unlink(missing_ok=True)  # every chunk is in the results file now
     print(format_table(results))
     print(f"results: {path}")
     return 0
+
+
+def default_out(request) -> str:
+    """``results/<env>-<method>-seed<S>.json``, with the method the evaluation will record."""
+    method = request.method
+    if method is None:
+        try:
+            target = describe_target(request.model, request.checkpoint_step)
+        except (OSError, ValueError):
+            target = None  # evaluate() reports what is wrong with the model argument
+        workflow = request.workflow or ((target.run_config or {}).get("workflow") if target else None) or "mas"
+        method = default_method(workflow, target) if target else "eval"
+    return os.path.join("results", f"{request.env}-{method}-seed{request.seed}.json")
 
 
 @contextlib.contextmanager

@@ -54,6 +54,7 @@ from mas_trainer.policies.models import load_model_and_tokenizer, weights_finger
 from mas_trainer.policies.workers import make_backend
 from mas_trainer.rollout.atgrpo import tree_rollout
 from mas_trainer.run.checkpoints import load_policies
+from mas_trainer.run.eval_progress import Chunk, append_chunk, chunk_plan, outcome_key, read_chunks
 from mas_trainer.settings import run_layout
 from mas_trainer.settings.envs import default_max_new_tokens, default_role_budgets, resolve_env_kwargs
 from mas_trainer.settings.methods import METHOD_NAMES, method_of, method_problem
@@ -90,6 +91,8 @@ class EvalRequest:
     # generation backend (mas_trainer.policies.workers.make_backend): auto = prefix_shared (common prompt prefix
     # encoded once, same greedy tokens as hf in the equivalence tests) where the architecture allows, else hf
     backend: str = "auto"
+    # tasks played per batch; each finished chunk is saved to the progress file, so a stopped run resumes
+    chunk_size: int = 32
 
 
 @dataclass
@@ -229,10 +232,11 @@ def role_routing(roles: list[str], target: Target | LoadedPolicies, swap_roles: 
 # Environment settings
 
 
-def make_eval_envs(env_name: str, kwargs: dict[str, Any], workflow: str, split: str, n: int, seed: int) -> list[Any]:
-    """Fresh envs on tasks ``0..n-1`` of ``split`` (reset seed ``seed + i`` for any in-episode randomness)."""
+def make_eval_envs(env_name: str, kwargs: dict[str, Any], workflow: str, split: str, n: int, seed: int,
+                   start: int = 0) -> list[Any]:
+    """Fresh envs on tasks ``start..start+n-1`` of ``split`` (reset seed ``seed + i`` for task ``i``)."""
     envs = []
-    for index in range(n):
+    for index in range(start, start + n):
         env = make_env(env_name, workflow=workflow, split=split, **kwargs)
         env.reset(seed=seed + index, options={"task_index": index})
         envs.append(env)
@@ -266,33 +270,39 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
 
 
 def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, samples: int, temperature: float,
-         top_p: float, max_new_tokens: int, seed: int, progress: bool = False, backend: str = "auto"):
-    """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``)."""
+         top_p: float, max_new_tokens: int, seed: int, progress: bool = False, backend: str = "auto",
+         episode_ids: list[int] | None = None, bar: Any = None):
+    """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``).
+
+    ``episode_ids`` default to ``0..len(envs)-1`` (the task indices of :func:`make_eval_envs`). A ``bar``
+    (tqdm) is advanced by the episodes this call finishes; ``progress`` makes one for this call.
+    """
     used = sorted(set(routing.values()))
     backends = {p: make_backend(*loaded.models[p], kind=backend) for p in used}
     tokenizers = {p: loaded.models[p][1] for p in used}
-    bar = None
-    if progress:
+    own_bar = bar is None and progress
+    if own_bar:
         bar = tqdm(total=len(envs), desc="episodes", unit="ep")
+    offset = bar.n if bar is not None else 0
 
     def on_step(finished: int, total: int) -> None:
         if bar is not None:
-            bar.update(finished - bar.n)
+            bar.update(offset + finished - bar.n)
 
     try:
-        return tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
-                            k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                            seed=seed if temperature > 0 else None, on_step=on_step)
-    finally:
+        rollout = tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
+                               k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                               episode_ids=episode_ids, seed=seed if temperature > 0 else None, on_step=on_step)
         if bar is not None:
+            bar.update(offset + len(envs) - bar.n)
+        return rollout
+    finally:
+        if own_bar:
             bar.close()
 
 
-def summarize(rollout: Any, roles: list[str], wall_time_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Per-episode records and the summary block of a results file.
-
-    Episode ids are the task indices (``tree_rollout`` numbers envs 0..N-1).
-    """
+def chunk_of(rollout: Any, roles: list[str], wall_time_s: float, start: int, stop: int) -> Chunk:
+    """The episode records of one played chunk and its per-role step counts (for :func:`summarize`)."""
     tokens: dict[int, int] = {}
     for s in rollout.samples:
         tokens[s.info["episode"]] = tokens.get(s.info["episode"], 0) + len(s.completion_ids)
@@ -305,17 +315,30 @@ def summarize(rollout: Any, roles: list[str], wall_time_s: float) -> tuple[list[
             "return": float(ep.episode_return),
             "tokens": int(tokens.get(ep.episode_id, 0)),
         }
-        for ep in rollout.episodes
+        for ep in sorted(rollout.episodes, key=lambda ep: ep.episode_id)
     ]
+    role_steps = {}
+    for role in roles:
+        steps = [s for ep in rollout.episodes for s in ep.steps if s.agent == role]
+        role_steps[role] = [len(steps), float(sum(s.reward for s in steps)),
+                            sum(s.parse_error is not None for s in steps)]
+    return Chunk(start, stop, round(float(wall_time_s), 3), episodes, role_steps)
+
+
+def summarize(chunks: list[Chunk], roles: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per-episode records (in task order) and the summary block of a results file."""
+    chunks = sorted(chunks, key=lambda c: c.start)
+    episodes = [e for c in chunks for e in c.episodes]
     n = len(episodes)
     wins = sum(e["success"] for e in episodes)
     per_role = {}
     for role in roles:
-        steps = [s for ep in rollout.episodes for s in ep.steps if s.agent == role]
+        steps, reward, errors = (sum(c.role_steps.get(role, [0, 0.0, 0])[i] for c in chunks) for i in range(3))
         per_role[role] = {
-            "mean_reward": _mean([s.reward for s in steps]),
-            "parse_error_rate": _mean([float(s.parse_error is not None) for s in steps]),
+            "mean_reward": float(reward / steps) if steps else 0.0,
+            "parse_error_rate": float(errors / steps) if steps else 0.0,
         }
+    wall_time_s = sum(c.wall_time_s for c in chunks)
     lo, hi = wilson_interval(wins, n)
     summary = {
         "episodes": n,
@@ -329,11 +352,15 @@ def summarize(rollout: Any, roles: list[str], wall_time_s: float) -> tuple[list[
     return episodes, summary
 
 
-def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progress: bool = False) -> dict[str, Any]:
+def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progress: bool = False,
+             progress_path: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run one evaluation and return the results object (see the module docstring).
 
     ``loaded`` lets a caller reuse models already in memory (e.g. the baselines driver); otherwise
-    ``request.model`` is loaded. Raises :class:`EvalError` for bad requests.
+    ``request.model`` is loaded. Tasks are played in chunks of ``request.chunk_size``; with
+    ``progress_path`` every finished chunk is appended there and chunks already recorded for the same
+    settings are not played again (:mod:`mas_trainer.run.eval_progress`). Raises :class:`EvalError`
+    for bad requests.
     """
     _check_numbers(request)
     if request.split not in SPLITS:
@@ -378,24 +405,43 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     if role_budgets is not None:
         max_new_tokens = max(role_budgets.values())
 
-    envs = make_eval_envs(request.env, env_kwargs, workflow, request.split, request.episodes, request.seed)
+    env_block = {"name": request.env, "version": version, "kwargs": env_kwargs, "workflow": workflow,
+                 "split": request.split, "eval_set_fingerprint": fingerprint}
+    model_block = _model_block(loaded)
+    decoding = _decoding_block(temperature, request.samples, max_new_tokens, request.top_p, role_budgets)
+    key = outcome_key({"env": env_block, "model": model_block, "decoding": decoding, "seed": request.seed,
+                       "routing": routing, "chunk_size": request.chunk_size, "backend": request.backend})
+    chunks = read_chunks(progress_path, key)
+    plan = chunk_plan(request.episodes, request.chunk_size)
+    resumed = sum(stop - start for start, stop in plan if (start, stop) in chunks)
     if progress:
         _warn(f"playing {request.episodes} {request.env} episodes ({workflow}, {method}, "
-              f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})")
-    start = time.perf_counter()
-    rollout = play(envs, loaded, routing, samples=request.samples, temperature=float(temperature),
-                   top_p=request.top_p, max_new_tokens=role_budgets or max_new_tokens, seed=request.seed,
-                   progress=progress,
-                   backend=request.backend)
-    wall = time.perf_counter() - start
-    episodes, summary = summarize(rollout, roles, wall)
+              f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})"
+              + (f"; {resumed} already played, read from {progress_path}" if resumed else ""))
+    bar = tqdm(total=request.episodes, initial=resumed, desc="episodes", unit="ep") if progress else None
+    try:
+        for start, stop in plan:
+            if (start, stop) in chunks:
+                continue
+            envs = make_eval_envs(request.env, env_kwargs, workflow, request.split, stop - start, request.seed, start)
+            began = time.perf_counter()
+            rollout = play(envs, loaded, routing, samples=request.samples, temperature=float(temperature),
+                           top_p=request.top_p, max_new_tokens=role_budgets or max_new_tokens,
+                           seed=request.seed + start, backend=request.backend,
+                           episode_ids=list(range(start, stop)), bar=bar)
+            chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
+            append_chunk(progress_path, key, chunk)
+            chunks[(start, stop)] = chunk
+    finally:
+        if bar is not None:
+            bar.close()
+    episodes, summary = summarize([chunks[span] for span in plan], roles)
     return {
         "schema_version": SCHEMA_VERSION,
-        "env": {"name": request.env, "version": version, "kwargs": env_kwargs, "workflow": workflow,
-                "split": request.split, "eval_set_fingerprint": fingerprint},
+        "env": env_block,
         "method": method,
-        "model": _model_block(loaded),
-        "decoding": _decoding_block(temperature, request.samples, max_new_tokens, request.top_p, role_budgets),
+        "model": model_block,
+        "decoding": decoding,
         "seed": int(request.seed),
         "episodes": episodes,
         "summary": summary,
@@ -406,6 +452,8 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
             "swap_roles": bool(request.swap_roles),
             "run_dir": str(loaded.run_dir) if loaded.run_dir is not None else None,
             "label": request.label,
+            "chunk_size": int(request.chunk_size),
+            "resumed_episodes": int(resumed),
         },
     }
 
@@ -501,6 +549,8 @@ def _check_numbers(request: EvalRequest) -> None:
         raise EvalError(f"--episodes must be >= 1, got {request.episodes}")
     if request.samples < 1:
         raise EvalError(f"--samples must be >= 1, got {request.samples}")
+    if request.chunk_size < 1:
+        raise EvalError(f"--chunk-size must be >= 1, got {request.chunk_size}")
     if request.seed < 0:
         raise EvalError(f"--seed must be >= 0, got {request.seed}")
     if request.max_new_tokens is not None and request.max_new_tokens < 1:
