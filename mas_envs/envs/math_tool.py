@@ -147,8 +147,23 @@ class MathToolEnv(TextAECEnv):
             return self._tool_act(text)
         return self._reasoner_act(text)
 
+    def prefetch_candidates(self, texts: list[str], agent: str | None = None) -> None:
+        """Run the programs of K candidate tool actions in one parallel sandbox batch.
+
+        Changes no env state: it fills the sandbox's result cache, so stepping K clones with these
+        texts afterwards (tree sampling) costs cache look-ups instead of K runs one after another.
+        """
+        if (agent or self.agent_selection) != "tool":
+            return
+        from mas_envs.sandbox import Job, default_sandbox  # lazily: the single workflow needs no sandbox
+
+        codes = [extract_code_block(text if isinstance(text, str) else "") for text in texts]
+        jobs = [Job(code, timeout=self.sandbox_timeout) for code, error in codes if error is None]
+        if len(jobs) > 1:
+            default_sandbox().run_many(jobs)
+
     def _tool_act(self, text: str) -> StepResult:
-        from mas_envs.sandbox import run_python  # lazily: the single workflow needs no sandbox
+        from mas_envs.sandbox import Job, default_sandbox  # lazily: the single workflow needs no sandbox
 
         self.tool_code = self.tool_output = self.tool_status = self.tool_answer = None
         code, error = extract_code_block(text)
@@ -156,7 +171,7 @@ class MathToolEnv(TextAECEnv):
             self.tool_status = "no code"
             return self._tool_failed(error, {"sandbox_reason": None})
         self.tool_code = code[:TOOL_CODE_CHARS]
-        result = run_python(code, timeout=self.sandbox_timeout)
+        result = default_sandbox().run(Job(code, timeout=self.sandbox_timeout))
         self.tool_status = result.reason
         self.tool_output = result.stdout[:TOOL_OUTPUT_CHARS]
         info = {"sandbox_reason": result.reason}

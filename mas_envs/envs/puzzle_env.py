@@ -119,16 +119,39 @@ class PuzzleEnv(TextAECEnv):
         reward, feedback, done = self._apply(action)
         return StepResult(team=reward, feedback=feedback, done=done)
 
-    def _tool_act(self, text: str) -> StepResult:
-        from mas_envs.sandbox import run_python  # imported lazily: the single workflow needs no sandbox
+    def prefetch_candidates(self, texts: list[str], agent: str | None = None) -> None:
+        """Run the programs of K candidate tool actions in one parallel sandbox batch.
 
-        code, error = extract_code_block(text)
+        Changes no env state: it fills the sandbox's result cache, so stepping K clones with these
+        texts afterwards (tree sampling) costs cache look-ups instead of K runs one after another.
+        """
+        if (agent or self.agent_selection) != "tool":
+            return
+        from mas_envs.sandbox import default_sandbox  # lazily: the single workflow needs no sandbox
+
+        jobs = [job for job in (self._tool_job(text)[1] for text in texts) if job is not None]
+        if len(jobs) > 1:
+            default_sandbox().run_many(jobs)
+
+    def _tool_job(self, text: Any) -> tuple[str | None, Any]:
+        """``(code, sandbox job)`` for a tool action, or ``(parse error, None)`` if it holds no code block."""
+        from mas_envs.sandbox import Job
+
+        code, error = extract_code_block(text if isinstance(text, str) else "")
         if error is not None:
-            self.tool_code, self.tool_output, self.tool_status = None, None, "no code"
-            return StepResult(local=self.parse_penalty, parse_error=error, feedback=f"no code: {error}")
+            return error, None
         preamble = self._tool_preamble() if self.tool_prompt == "code" else ""
         program = f"{preamble}\n{code}" if preamble else code
-        result = run_python(program, stdin=self._tool_stdin(), timeout=self.sandbox_timeout)
+        return code, Job(program, self._tool_stdin(), self.sandbox_timeout)
+
+    def _tool_act(self, text: str) -> StepResult:
+        from mas_envs.sandbox import default_sandbox  # imported lazily: the single workflow needs no sandbox
+
+        code, job = self._tool_job(text)
+        if job is None:
+            self.tool_code, self.tool_output, self.tool_status = None, None, "no code"
+            return StepResult(local=self.parse_penalty, parse_error=code, feedback=f"no code: {code}")
+        result = default_sandbox().run(job)
         self.tool_code = code
         self.tool_output = result.stdout[:TOOL_OUTPUT_CHARS]
         self.tool_status = result.reason

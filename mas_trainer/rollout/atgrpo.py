@@ -247,9 +247,17 @@ def tree_advance(
 
 
 def step_clones(envs: Sequence[Any], texts_per_env: Sequence[Sequence[str]]) -> list[list[Any]]:
-    """For each env, one fresh clone per text, stepped with that text (envs are not modified)."""
+    """For each env, one fresh clone per text, stepped with that text (envs are not modified).
+
+    An env whose actions run code (``prefetch_candidates``: coder_tester, math_tool, the grid envs'
+    tool) first runs all K candidates' programs as one parallel sandbox batch, so the K steps that
+    follow read their results from the sandbox cache instead of running one after another.
+    """
     branches = []
     for env, texts in zip(envs, texts_per_env):
+        prefetch = getattr(env.unwrapped, "prefetch_candidates", None)
+        if prefetch is not None and len(texts) > 1:
+            prefetch(list(texts))
         row = []
         for text in texts:
             branch = env.clone()

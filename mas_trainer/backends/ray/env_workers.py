@@ -32,16 +32,13 @@ class EnvActor:
         self.template.reset(seed=0)  # loads static task data; every request restores its own state
 
     def step_branches(self, requests: list[Request]) -> list[list[dict[str, Any]]]:
-        children = []
-        for snapshot, texts in requests:
-            row = []
-            for text in texts:
-                branch = self.template.clone()
-                branch.restore(snapshot)
-                branch.step(text)
-                row.append(branch.snapshot())
-            children.append(row)
-        return children
+        parents = []
+        for snapshot, _ in requests:
+            parent = self.template.clone()
+            parent.restore(snapshot)
+            parents.append(parent)
+        stepped = step_clones(parents, [texts for _, texts in requests])
+        return [[branch.snapshot() for branch in row] for row in stepped]
 
     def ready(self) -> bool:
         return True
