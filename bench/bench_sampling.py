@@ -1,15 +1,24 @@
 """Tree-sampling throughput, side by side: plain ``generate``, HFBackend, PrefixSharedBackend.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_sampling.py [--envs 8] [--k 8] [--new-tokens 32] \
-        [--reps 3] [--threads 1] [--warmup] [--variants hf_plain,hf_backend,...]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_sampling.py [--model smollm2-135m] [--envs 8] [--k 8] \
+        [--new-tokens 32] [--reps 3] [--threads 1] [--warmup] [--prompts grid|plan_path|coder_tester] \
+        [--variants hf_plain,hf_backend,...]
 
-Workload: ``--envs`` distinct chat prompts of ~150 tokens (grid-game observations), ``--k``
-branches each, ``--new-tokens`` new tokens, temperature 1, top-p 1 (backends also return log-probs,
-as a rollout asks). ``--reps`` interleaved rounds (every variant once per round, after an optional
-warm-up round); the table shows medians. Generated tokens = completion tokens returned (cut after EOS).
+Workload: ``--envs`` distinct chat prompts, ``--k`` branches each, ``--new-tokens`` new tokens,
+temperature 1, top-p 1 (backends also return log-probs, as a rollout asks). Prompts (``--prompts``):
 
-"% ceil" = 2 x parameters x generated tokens/s over a matmul rate measured in the same run:
-a decode-shaped fp32 matmul (64x576 @ 576x1536) and a large square fp32 one.
+- ``grid`` (default): synthetic grid-game observations of ~150 tokens (SmolLM2 tokenizer);
+- ``plan_path`` / ``coder_tester``: the real prompt of the acting role at the first turn (Plan-Path
+  4x4 ``tool`` / coder_tester ``coder``) of the first ``--envs`` tasks of the validation split, mas
+  workflow, with the env's CPU preset (``mas_trainer.settings.envs``), i.e. what the trainer samples from.
+
+``--reps`` interleaved rounds (every variant once per round, after an optional warm-up round); the
+table shows medians. Generated tokens = completion tokens returned (cut after EOS).
+
+"% ceil" = 2 x forward parameters x generated tokens/s over a matmul rate measured in the same run:
+a decode-shaped fp32 matmul ((envs*K) x hidden @ hidden x intermediate, the loaded model's MLP
+shape) and a large square fp32 one. Forward parameters = all parameters except an untied input
+embedding table (a lookup, no FLOPs); a tied one is counted once, as the LM head.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import torch  # noqa: E402
 
 from mas_trainer.policies.generation import HFBackend  # noqa: E402
-from mas_trainer.rollout.prompts import chat_prompt_ids
+from mas_trainer.rollout.prompts import chat_prompt_ids  # noqa: E402
 from mas_trainer.policies.models import load_model_and_tokenizer  # noqa: E402
 from mas_trainer.policies.prefix_sharing import PrefixSharedBackend  # noqa: E402
 
@@ -63,6 +72,40 @@ def grid_prompt(index: int) -> str:
         " Think about which neighbouring cells are free, explain your reasoning in one or two sentences,"
         " then answer with one word: up, down, left or right."
     )
+
+
+PROMPT_SOURCES = ("grid", "plan_path", "coder_tester")
+
+
+def env_prompts(env_name: str, count: int) -> list[str]:
+    """The acting role's first-turn prompt of the first ``count`` validation tasks of ``env_name`` (mas workflow)."""
+    from mas_envs import make_env
+    from mas_trainer.settings.envs import preset_env_kwargs
+
+    env = make_env(env_name, workflow="mas", split="validation", **preset_env_kwargs(env_name))
+    prompts = []
+    for index in range(count):
+        env.reset(options={"task_index": index})
+        prompts.append(env.observe(env.agent_selection)["prompt"])
+    env.close()
+    return prompts
+
+
+def prompt_texts(source: str, count: int) -> list[str]:
+    if source == "grid":
+        return [grid_prompt(i) for i in range(count)]
+    if source in PROMPT_SOURCES:
+        return env_prompts(source, count)
+    raise ValueError(f"unknown prompt source {source!r}; choose one of {PROMPT_SOURCES}")
+
+
+def forward_params(model) -> int:
+    """Parameters the forward multiplies with: all but an untied input embedding (tied: counted once)."""
+    total = sum(p.numel() for p in model.parameters())  # shared tensors are listed once
+    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if embed is not None and (head is None or head.weight is not embed.weight):
+        total -= embed.weight.numel()
+    return total
 
 
 def matmul_rate(m: int, k: int, n: int, dtype=torch.float32, seconds: float = 1.0) -> float:
@@ -124,6 +167,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--prompts", default="grid", choices=PROMPT_SOURCES,
+                        help="grid: synthetic; plan_path / coder_tester: the acting role's real validation prompts")
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--reps", type=int, default=3)
@@ -144,10 +189,16 @@ def main() -> None:
     model.eval()
     print(f"model {args.model} loaded in {time.perf_counter() - start:.1f} s; torch threads {torch.get_num_threads()}")
     bf16_model = copy.deepcopy(model).to(torch.bfloat16) if "cascade_bf16" in variants else None
-    params = sum(p.numel() for p in model.parameters())  # tied embedding counted once (= lm_head)
-    prompts = [chat_prompt_ids(tokenizer, grid_prompt(i)) for i in range(args.envs)]
+    params = forward_params(model)
+    prompts = [chat_prompt_ids(tokenizer, text) for text in prompt_texts(args.prompts, args.envs)]
     lengths = [len(p) for p in prompts]
-    print(f"workload: {args.envs} prompts ({min(lengths)}-{max(lengths)} tokens) x K={args.k} x {args.new_tokens} new")
+    common = next((i for i in range(min(lengths)) if len({p[i] for p in prompts}) > 1), min(lengths))
+    print(f"workload: {args.envs} {args.prompts} prompts ({min(lengths)}-{max(lengths)} tokens, common prefix {common})"
+          f" x K={args.k} x {args.new_tokens} new; prompt lengths {lengths}")
+    # Decode-shaped ceiling: one step's rows (envs x K) through the model's own MLP up-projection shape.
+    rows, hidden = args.envs * args.k, model.config.hidden_size
+    inter = getattr(model.config, "intermediate_size", None) or 4 * hidden
+    decode_shape = (rows, hidden, inter)
 
     runners = {v: make_runner(v, model, bf16_model, tokenizer, prompts, args.k, args.new_tokens) for v in variants}
     times: dict[str, list[float]] = {v: [] for v in variants}
@@ -156,7 +207,7 @@ def main() -> None:
         t0 = time.perf_counter()
         runners[v]()
         print(f"  warm-up {v}: {time.perf_counter() - t0:.1f} s", flush=True)
-    decode_rate = matmul_rate(64, 576, 1536)
+    decode_rate = matmul_rate(*decode_shape)
     square_rate = matmul_rate(2048, 2048, 2048)
     for rep in range(args.reps):  # interleaved: every variant once per round
         for v in variants:
@@ -164,14 +215,14 @@ def main() -> None:
             tokens[v].append(runners[v]())
             times[v].append(time.perf_counter() - t0)
         print(f"  round {rep + 1}: " + ", ".join(f"{v} {times[v][-1]:.1f}s" for v in variants), flush=True)
-    decode_rate = (decode_rate + matmul_rate(64, 576, 1536)) / 2  # before and after, against drift
+    decode_rate = (decode_rate + matmul_rate(*decode_shape)) / 2  # before and after, against drift
     square_rate = (square_rate + matmul_rate(2048, 2048, 2048)) / 2
     bf16_rate = matmul_rate(2048, 2048, 2048, torch.bfloat16)
 
     print()
-    print(f"matmul fp32 64x576x1536: {decode_rate / 1e9:.0f} GFLOP/s; fp32 2048^3: {square_rate / 1e9:.0f} GFLOP/s;"
+    print(f"matmul fp32 {'x'.join(map(str, decode_shape))}: {decode_rate / 1e9:.0f} GFLOP/s; fp32 2048^3: {square_rate / 1e9:.0f} GFLOP/s;"
           f" bf16 2048^3: {bf16_rate / 1e9:.1f} GFLOP/s")
-    print(f"params {params / 1e6:.1f} M; FLOP per generated token 2 x params = {2 * params / 1e9:.2f} GFLOP")
+    print(f"forward params {params / 1e6:.1f} M; FLOP per generated token 2 x params = {2 * params / 1e9:.2f} GFLOP")
     header = f"| {'variant':<16} | {'what':<48} | {'s (median)':>10} | {'gen tok/s':>9} | {'vs HF plain':>11} |" \
              f" {'% ceil decode-mm':>16} | {'% ceil square-mm':>16} |"
     print(header)
