@@ -38,9 +38,10 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from mas_envs.data.code_problems import FUNCTION, STDIO, StdioCase, TestStep, TestSuite, steps_from_source
+from mas_envs.data.code_problems import FUNCTION, STDIO, StdioCase, TestStep, TestSuite, is_test_statement
 from mas_envs.grading_harness import judge_source, runner_source
 from mas_envs.parsing import MAX_PARSE_CHARS, extract_code_block
+from mas_envs.tester_code import tester_statements
 
 MAX_TESTS = 20  # tests beyond this many in one tester message are ignored (keeps grading cheap)
 MAX_RESUMES = 3  # new processes after the program (or a test) killed one
@@ -526,20 +527,25 @@ _FENCED = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|$)", re.DOT
 _IO_HEADER = re.compile(r"^[ \t*#>]*(input|expected output|output)[ \t*]*(?::[ \t*]*(.*))?$", re.IGNORECASE)
 
 
-def parse_tester_tests(text: str, kind: str) -> tuple[TestSuite | None, str | None]:
-    """The tester's tests as a suite (at most :data:`MAX_TESTS`), or ``(None, reason)``; never raises."""
+def parse_tester_tests(text: str, kind: str, entry_point: str | None = None) -> tuple[TestSuite | None, str | None]:
+    """The tester's tests as a suite (at most :data:`MAX_TESTS`), or ``(None, reason)``; never raises.
+
+    Function tests are read as :func:`mas_envs.tester_code.tester_statements` means them (asserts in
+    ``test_*`` functions and ``TestCase`` methods count; a copy of ``entry_point`` is dropped)."""
     text = text[:MAX_PARSE_CHARS]
     if kind == FUNCTION:
-        return _parse_function_tests(text)
+        return _parse_function_tests(text, entry_point)
     return _parse_stdio_tests(text)
 
 
-def _parse_function_tests(text: str) -> tuple[TestSuite | None, str | None]:
+def _parse_function_tests(text: str, entry_point: str | None) -> tuple[TestSuite | None, str | None]:
     code, error = extract_code_block(text)
     if error is not None:
         return None, error
+    protected = {"candidate"} | ({entry_point} if entry_point else set())
     try:
-        steps = steps_from_source(code)
+        steps = tuple(TestStep(ast.unparse(stmt), is_test_statement(stmt))
+                      for stmt in tester_statements(code, protected))
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return None, f"tests are not valid Python: {type(exc).__name__}"
     suite = first_tests(TestSuite(FUNCTION, steps=steps), MAX_TESTS)

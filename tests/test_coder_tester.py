@@ -373,6 +373,71 @@ def test_tester_reward_hand_built_cases():
     assert not missed["tester_caught"] and missed["local_reward"] == pytest.approx(0.5)
 
 
+UNITTEST_STYLE = """import unittest
+
+def sum_of_digits(n):
+    return 0  # the tester's own (wrong) copy: must not replace the coder's function
+
+class TestSumOfDigits(unittest.TestCase):
+    def setUp(self):
+        self.big = 99
+
+    def test_values(self):
+        self.assertEqual(sum_of_digits(123), 6)
+        self.assertTrue(sum_of_digits(7) == 7)
+        self.assertFalse(sum_of_digits(0) == 1)
+        with self.assertRaises(TypeError):
+            sum_of_digits(None)
+        self.assertEqual(sum_of_digits(self.big), 18)
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+FUNCTION_STYLE = """def test_sum_of_digits():
+    assert sum_of_digits(123) == 6
+    for n in (7, 8):
+        assert sum_of_digits(n) == n
+
+test_sum_of_digits()
+assert sum_of_digits(0) == 0
+assert sum_of_digits(45) =="""  # cut short by the token budget
+
+
+def test_tester_code_as_small_models_write_it():
+    """unittest classes, test functions, a copy of the function under test, a reply cut mid-statement."""
+    suite, err = parse_tester_tests(f"```python\n{UNITTEST_STYLE}```\nThis code defines a test class", FUNCTION,
+                                    "sum_of_digits")
+    assert err is None
+    assert [s.source for s in suite.steps] == [
+        "import unittest", "assert sum_of_digits(123) == 6", "assert sum_of_digits(7) == 7",
+        "assert not sum_of_digits(0) == 1"]  # assertRaises and self.big need self: dropped
+    suite, err = parse_tester_tests(f"```python\n{FUNCTION_STYLE}", FUNCTION, "sum_of_digits")
+    assert err is None and suite.n_tests == 3
+    assert [s.source for s in suite.steps][-1] == "assert sum_of_digits(0) == 0"  # the cut line is gone
+    assert not any("test_sum_of_digits()" in s.source for s in suite.steps)  # its call went with it
+    # Without the entry point (old callers) the copy stays a setup step; `candidate` is always protected.
+    suite, _ = parse_tester_tests("```python\ncandidate = len\nassert candidate('ab') == 2\n```", FUNCTION)
+    assert [s.source for s in suite.steps] == ["assert candidate('ab') == 2"]
+    for text in ["```python\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertRaises(E, f)\n```",
+                 "```python\ndef test_a():\n    pass\n```", "```python\nif __name__ == '__main__':\n    assert f(1) == 2\n```"]:
+        suite, err = parse_tester_tests(text, FUNCTION, "f")
+        assert suite is None and err == "no assert statements found"
+
+
+def test_tester_copy_of_the_function_does_not_shield_the_coders_code():
+    """The tests run against the coder's program even when the tester pasted its own version first."""
+    off_by_one = "def sum_of_digits(n):\n    return sum(int(c) for c in str(n)) + 1"
+    own_copy = "def sum_of_digits(n):\n    return sum(int(c) for c in str(n)) + 1\n\n"
+    plain = _tester_reward("assert sum_of_digits(123) == 6", code=off_by_one)
+    with_copy = _tester_reward(own_copy + "assert sum_of_digits(123) == 6", code=off_by_one)
+    assert plain["tester_caught"] and with_copy["tester_caught"]
+    assert with_copy["local_reward"] == pytest.approx(plain["local_reward"]) == pytest.approx(1.5)
+    lifted = _tester_reward(UNITTEST_STYLE)  # the scripted (correct) coder; real tests in a TestCase
+    # all three right; the null program (returns None) also passes `not f(0) == 1`: 2 of 3 discriminate
+    assert lifted["tester_n_tests"] == 3 and lifted["local_reward"] == pytest.approx(0.5 + 0.5 * 2 / 3)
+
+
 def test_right_stdio_tests_discriminate_against_the_null_program():
     problem = TRAIN[FIRST_STDIO]
     env = env_at(FIRST_STDIO)

@@ -127,7 +127,7 @@ class CodeProblem:
 
 
 # ---------------------------------------------------------------------- test statements
-def _is_test_statement(stmt: ast.stmt) -> bool:
+def is_test_statement(stmt: ast.stmt) -> bool:
     """A top-level statement is a test when it contains an assert that checks something non-constant."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return False
@@ -139,7 +139,7 @@ def _is_test_statement(stmt: ast.stmt) -> bool:
 def steps_from_source(source: str) -> tuple[TestStep, ...]:
     """Split Python test code into top-level steps; raises ``SyntaxError``/``ValueError`` on bad code."""
     tree = ast.parse(source)
-    return tuple(TestStep(ast.unparse(stmt), _is_test_statement(stmt)) for stmt in tree.body)
+    return tuple(TestStep(ast.unparse(stmt), is_test_statement(stmt)) for stmt in tree.body)
 
 
 def _humaneval_steps(test_code: str) -> tuple[TestStep, ...]:
@@ -148,7 +148,7 @@ def _humaneval_steps(test_code: str) -> tuple[TestStep, ...]:
     steps: list[TestStep] = []
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "check":
-            steps += [TestStep(ast.unparse(s), _is_test_statement(s)) for s in stmt.body]
+            steps += [TestStep(ast.unparse(s), is_test_statement(s)) for s in stmt.body]
         else:
             steps.append(TestStep(ast.unparse(stmt), False))
     return tuple(steps)

@@ -172,7 +172,7 @@ class CoderTesterEnv(TextAECEnv):
                     if state.tests is not None:
                         requests.append(GradeRequest(code, state.tests, problem.entry_point, problem.context))
             else:
-                suite, error = parse_tester_tests(text, problem.kind)
+                suite, error = parse_tester_tests(text, problem.kind, problem.entry_point)
                 if error is None:
                     null = self._null_program_if_wrong() if problem.reference is not None else None
                     for program in (problem.reference, state.code, null):
@@ -208,7 +208,7 @@ class CoderTesterEnv(TextAECEnv):
 
     def _tester_act(self, text: str) -> StepResult:
         problem = self.problem
-        suite, error = parse_tester_tests(text, problem.kind)
+        suite, error = parse_tester_tests(text, problem.kind, problem.entry_point)
         if error is not None:
             self._end_turn()
             return StepResult(team=self._golden_rate(), local=self.parse_penalty, parse_error=error,
