@@ -29,6 +29,23 @@ def outcome(data: dict) -> tuple:
     return data["episodes"], data["summary"]["success_rate"], per_role
 
 
+@pytest.fixture
+def stoppable_play(monkeypatch):
+    """Records the task ids of every chunk played; while ``crash[0]`` is set, the second chunk raises."""
+    from mas_trainer.run import evaluate as evaluate_module
+
+    real_play, calls, crash = evaluate_module.play, [], [True]
+
+    def play(envs, *args, **kwargs):
+        calls.append(kwargs["episode_ids"])
+        if crash[0] and len(calls) == 2:
+            raise Stopped("stopped in the second chunk")
+        return real_play(envs, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "play", play)
+    return calls, crash
+
+
 def test_chunks_give_the_results_of_one_batch(tmp_path):
     from mas_trainer.run.eval_cli import main
 
@@ -43,24 +60,17 @@ def test_chunks_give_the_results_of_one_batch(tmp_path):
     assert result_problems(b) == []
 
 
-def test_a_stopped_run_resumes_where_it_stopped(tmp_path, monkeypatch):
-    from mas_trainer.run import evaluate as evaluate_module
+def test_a_stopped_run_resumes_where_it_stopped(tmp_path, stoppable_play):
     from mas_trainer.run.eval_cli import main
 
     full = tmp_path / "full.json"
-    assert main(ARGS + ["--chunk-size", "2", "--out", str(full)]) == 0
-
     out = tmp_path / "r.json"
     partial = tmp_path / "r.json.partial.jsonl"
-    real_play, calls, crash = evaluate_module.play, [], [True]
-
-    def crashing_play(envs, *args, **kwargs):
-        calls.append(kwargs["episode_ids"])
-        if crash[0] and len(calls) == 2:
-            raise Stopped("stopped in the second chunk")
-        return real_play(envs, *args, **kwargs)
-
-    monkeypatch.setattr(evaluate_module, "play", crashing_play)
+    calls, crash = stoppable_play
+    crash[0] = False
+    assert main(ARGS + ["--chunk-size", "2", "--out", str(full)]) == 0
+    calls.clear()
+    crash[0] = True
     with pytest.raises(Stopped):
         main(ARGS + ["--chunk-size", "2", "--out", str(out)])
     assert not out.exists()
@@ -79,21 +89,12 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     assert not partial.exists() and result_problems(data) == []
 
 
-def test_progress_of_other_settings_is_not_reused(tmp_path, monkeypatch):
-    from mas_trainer.run import evaluate as evaluate_module
+def test_progress_of_other_settings_is_not_reused(tmp_path, stoppable_play):
     from mas_trainer.run.eval_cli import main
 
     out = tmp_path / "r.json"
     partial = tmp_path / "r.json.partial.jsonl"
-    real_play, calls, crash = evaluate_module.play, [], [True]
-
-    def crashing_play(envs, *args, **kwargs):
-        calls.append(kwargs["episode_ids"])
-        if crash[0] and len(calls) == 2:
-            raise Stopped
-        return real_play(envs, *args, **kwargs)
-
-    monkeypatch.setattr(evaluate_module, "play", crashing_play)
+    calls, crash = stoppable_play
     with pytest.raises(Stopped):
         main(ARGS + ["--chunk-size", "2", "--out", str(out)])
     assert partial.exists()
