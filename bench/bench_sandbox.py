@@ -2,6 +2,10 @@
 
 Run: ``.venv/bin/python bench/bench_sandbox.py [--reps 20]``. Absolute times on a shared 2-core
 machine are noisy; read the ratios.
+
+The last rows time one tree-sampling step of K=8 Plan-Path tool candidates (eight different programs,
+new to the cache every round): stepping the eight clones one after another, as the rollout did, against
+``step_clones``, which first runs the eight programs as one parallel batch (``prefetch_candidates``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import statistics
 import subprocess
 import time
 
+from mas_envs import make_env
 from mas_envs.sandbox import Job, Sandbox, cgroups, interpreter, isolation, run_python, sandbox_mode
+from mas_trainer.rollout.atgrpo import step_clones
 
 SMALL_PROGRAM = "import sys\nn = int(sys.stdin.read())\nprint(sum(i * i for i in range(n)))"
 
@@ -48,6 +54,27 @@ def layers(mode: str, use_cgroups: bool):
         yield
     finally:
         isolation._mode, cgroups._parents = saved_mode, saved_parents
+
+
+def tree_step_times(reps: int, k: int = 8) -> tuple[float, float]:
+    """Median ms of one K-candidate tool step on Plan-Path 4x4: clones one by one, and ``step_clones``."""
+    env = make_env("plan_path", workflow="mas", split="validation", preset="4x4")
+    env.reset(seed=0, options={"task_index": 0})
+    program = env.unwrapped.scripted_action("tool")
+    counter = iter(range(10**9))
+
+    def texts() -> list[str]:  # K programs this process has never run (the cache cannot answer them)
+        return [program.replace("```python\n", f"```python\n# {next(counter)}\n", 1) for _ in range(k)]
+
+    def one_by_one() -> None:
+        for text in texts():
+            env.clone().step(text)
+
+    def batched() -> None:
+        step_clones([env], [texts()])
+
+    times = interleaved_medians({"one by one": one_by_one, "step_clones": batched}, reps)
+    return times["one by one"], times["step_clones"]
 
 
 def main() -> None:
@@ -96,12 +123,17 @@ def main() -> None:
         sandbox.run(Job(SMALL_PROGRAM, stdin="100"))
     hit_us = (time.perf_counter() - started) / hits * 1e6
 
+    serial_ms, batched_ms = tree_step_times(max(3, args.reps // 4))
+
     rows = [(name, f"{ms:.1f} ms", f"{ms / bare:.2f}x") for name, ms in overheads.items()]
     rows += [
         ("16 small programs, sequential", f"{throughput[1]:.1f} runs/s", "1.00x"),
         ("16 small programs, run_many 2 workers", f"{throughput[2]:.1f} runs/s", f"{throughput[2] / throughput[1]:.2f}x"),
         ("16 small programs, run_many 4 workers", f"{throughput[4]:.1f} runs/s", f"{throughput[4] / throughput[1]:.2f}x"),
         ("cache hit (Sandbox.run, same job)", f"{hit_us:.1f} us", f"{hit_us / 1000 / sandboxed:.5f}x of a run"),
+        ("K=8 tool candidates (Plan-Path), clones one by one", f"{serial_ms:.1f} ms", "1.00x"),
+        ("K=8 tool candidates, step_clones (one parallel batch)", f"{batched_ms:.1f} ms",
+         f"{serial_ms / batched_ms:.2f}x faster"),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"{'measurement':<{width}}  {'median / rate':>14}  ratio")
