@@ -285,9 +285,15 @@ def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, sa
         bar = tqdm(total=len(envs), desc="episodes", unit="ep")
     offset = bar.n if bar is not None else 0
 
+    steps = [0]
+    first = episode_ids[0] if episode_ids else 0
+
     def on_step(finished: int, total: int) -> None:
-        if bar is not None:
+        if bar is not None:  # a chunk's episodes finish together: say which agent step it is on meanwhile
+            steps[0] += 1
+            bar.set_postfix_str(f"tasks {first}-{first + total - 1}, agent step {steps[0]}", refresh=False)
             bar.update(offset + finished - bar.n)
+            bar.refresh()
 
     try:
         rollout = tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
