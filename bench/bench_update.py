@@ -73,7 +73,7 @@ DESCRIPTIONS = {
     "common16_2pol": "common16, two policies (half the groups each)",
 }
 DEFAULT_VARIANTS = ["trl16", "group16", "common16", "group64", "common64", "common16_2pol"]
-VARIANT = re.compile(r"^(trl|group|common)([1-9][0-9]*)(?:_(bf16|2pol|lora))?$")
+VARIANT = re.compile(r"^(trl|group|common)([1-9][0-9]*)((?:_lora|_bf16|_2pol)*)$")
 PROMPT_SOURCES = ("seeds", "plan_path", "coder_tester")
 
 
@@ -84,10 +84,11 @@ def describe(variant: str) -> str:
     match = VARIANT.match(variant)
     if not match:
         raise ValueError(f"unknown variant {variant!r}: (trl|group|common)<micro-batch>[_bf16|_2pol|_lora]")
-    scoring, micro, extra = match.groups()
+    scoring, micro, extras = match.groups()
     what = {"trl": "TRL scoring (every position)", "group": "per-group prompt sharing",
             "common": "+ common prefix once"}[scoring] + f", micro-batch {micro}"
-    return what + {None: "", "bf16": ", bf16 autocast", "2pol": ", two policies", "lora": ", LoRA"}[extra]
+    names = {"bf16": ", bf16 autocast", "2pol": ", two policies", "lora": ", LoRA"}
+    return what + "".join(names[e] for e in extras.split("_") if e)
 
 
 def micro_batch(variant: str) -> int:
@@ -138,7 +139,7 @@ def make_trainer(model, tokenizer, variant: str, output_dir: str, model_name: st
     from mas_trainer.settings.config import ATGRPOConfig
     from mas_trainer.update.trainer import ATGRPOTrainer
 
-    lora = variant.endswith("_lora")
+    lora = "_lora" in variant
     config = ATGRPOConfig(
         output_dir=output_dir, model=model_name, per_device_train_batch_size=micro_batch(variant),
         skip_zero_variance_groups=False, max_steps=10, save_steps=1000, report_to=[],
@@ -214,7 +215,7 @@ def run_child(variant: str, args) -> dict:
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model_and_tokenizer(args.model)
     samples = build_samples(tokenizer, args.groups, args.k, args.workflow, prompts=args.prompts)
-    policies = 2 if variant.endswith("_2pol") else 1
+    policies = 2 if "_2pol" in variant else 1
     models = [model] + [copy.deepcopy(model) for _ in range(policies - 1)]
     with tempfile.TemporaryDirectory() as tmp:
         trainers = [make_trainer(m, tokenizer, variant, f"{tmp}/{i}", args.model) for i, m in enumerate(models)]
@@ -224,7 +225,7 @@ def run_child(variant: str, args) -> dict:
         shares = [samples[i * len(samples) // policies : (i + 1) * len(samples) // policies] for i in range(policies)]
         autocast = (
             functools.partial(torch.autocast, "cpu", dtype=torch.bfloat16)
-            if variant.endswith("_bf16") else contextlib.nullcontext
+            if "_bf16" in variant else contextlib.nullcontext
         )
         warmup = args.warmup_samples or args.k
         for trainer, share in zip(trainers, shares):  # warm-up: first-call allocations, lazy imports
@@ -248,7 +249,7 @@ def run_child(variant: str, args) -> dict:
         "forward_params": params,
         "head_params": head_params,
         "square_rate": square_rate,
-        "lora": variant.endswith("_lora"),
+        "lora": "_lora" in variant,
         "loss": metrics["loss"],
         "setup_rss_mb": setup_rss,
         "peak_rss_mb": max_rss_mb(),
@@ -343,7 +344,7 @@ def main() -> None:
     bases = {}
     for v in variants:
         if v.startswith("trl") and median_seconds(v):
-            bases.setdefault(v.endswith("_lora"), median_seconds(v))
+            bases.setdefault("_lora" in v, median_seconds(v))
     for v in variants:
         rows, seconds = results[v], median_seconds(v)
         if seconds is None:
@@ -351,7 +352,7 @@ def main() -> None:
             print(f"| {v:<17} | {describe(v):<52} | killed: resident memory {killed:.0f} MB passed --max-rss-gb {args.max_rss_gb} |")
             continue
         first = rows[0]
-        base = bases.get(v.endswith("_lora"))
+        base = bases.get("_lora" in v)
         ratio = f"{base / seconds:.2f}x" if base else "n/a"
         rate = statistics.median(r["square_rate"] for r in rows)
         effective = 6 * first["forward_params"] * first["sample_tokens"] / seconds / rate
