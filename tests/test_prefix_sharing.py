@@ -214,3 +214,18 @@ def test_real_default_model_greedy_and_logprobs():
         for completion in group:
             expected = _recomputed_logprobs(model, prompt, completion.token_ids, 1.0)
             assert torch.tensor(completion.logprobs) == pytest.approx(expected, abs=1e-3)
+
+
+def test_inverse_cdf_draw_follows_the_probabilities_and_never_draws_a_zero():
+    """The sampler's draw: frequencies match the row's probabilities (rows need not sum to 1, as after
+    top-p), zero-probability tokens are never drawn, and a seed fixes the draw."""
+    from mas_trainer.policies.prefix_sharing import _draw
+
+    rows = torch.tensor([[0.0, 0.1, 0.0, 0.2, 0.7, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.3]]).repeat(20000, 1)
+    chosen = _draw(rows, torch.Generator().manual_seed(0))
+    first, second = chosen[0::2], chosen[1::2]
+    freq = torch.bincount(first, minlength=6).float() / len(first)
+    assert torch.allclose(freq, torch.tensor([0.0, 0.1, 0.0, 0.2, 0.7, 0.0]), atol=0.01), freq
+    assert freq[[0, 2, 5]].sum() == 0 and (second == 5).all()
+    again = _draw(rows, torch.Generator().manual_seed(0))
+    assert torch.equal(chosen, again)
