@@ -42,6 +42,7 @@ from typing import Any
 
 from mas_envs.core.text_env import StepResult, TextAECEnv
 from mas_envs.data.math_problems import MathProblem, fingerprint, load_jsonl, load_problems
+from mas_envs.envs.tool_programs import ToolProgramMixin
 from mas_envs.math_check import DEFAULT_TIMEOUT, answers_match
 from mas_envs.parsing import extract_code_block, extract_final_answer
 
@@ -61,7 +62,7 @@ def tool_answer_from_output(stdout: str) -> str | None:
     return lines[-1][:MAX_ANSWER_CHARS] if lines else None
 
 
-class MathToolEnv(TextAECEnv):
+class MathToolEnv(ToolProgramMixin, TextAECEnv):
     """Tool agent + reasoner on math word problems; see the module docstring."""
 
     metadata = {**TextAECEnv.metadata, "name": "math_tool_v0"}
@@ -147,31 +148,19 @@ class MathToolEnv(TextAECEnv):
             return self._tool_act(text)
         return self._reasoner_act(text)
 
-    def prefetch_candidates(self, texts: list[str], agent: str | None = None) -> None:
-        """Run the programs of K candidate tool actions in one parallel sandbox batch.
+    def _tool_job(self, code: str) -> Any:
+        from mas_envs.sandbox import Job  # lazily: the single workflow needs no sandbox
 
-        Changes no env state: it fills the sandbox's result cache, so stepping K clones with these
-        texts afterwards (tree sampling) costs cache look-ups instead of K runs one after another.
-        """
-        if (agent or self.agent_selection) != "tool":
-            return
-        from mas_envs.sandbox import Job, default_sandbox  # lazily: the single workflow needs no sandbox
-
-        codes = [extract_code_block(text if isinstance(text, str) else "") for text in texts]
-        jobs = [Job(code, timeout=self.sandbox_timeout) for code, error in codes if error is None]
-        if len(jobs) > 1:
-            default_sandbox().run_many(jobs)
+        return Job(code, timeout=self.sandbox_timeout)
 
     def _tool_act(self, text: str) -> StepResult:
-        from mas_envs.sandbox import Job, default_sandbox  # lazily: the single workflow needs no sandbox
-
         self.tool_code = self.tool_output = self.tool_status = self.tool_answer = None
         code, error = extract_code_block(text)
         if error is not None:
             self.tool_status = "no code"
             return self._tool_failed(error, {"sandbox_reason": None})
         self.tool_code = code[:TOOL_CODE_CHARS]
-        result = default_sandbox().run(Job(code, timeout=self.sandbox_timeout))
+        result = self._run_tool_program(code)
         self.tool_status = result.reason
         self.tool_output = result.stdout[:TOOL_OUTPUT_CHARS]
         info = {"sandbox_reason": result.reason}

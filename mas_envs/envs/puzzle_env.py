@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from mas_envs.core.text_env import StepResult, TextAECEnv
+from mas_envs.envs.tool_programs import ToolProgramMixin
 from mas_envs.parsing import extract_code_block
 
 TOOL_OUTPUT_CHARS = 2000  # how much of the tool's stdout the planner is shown
@@ -44,7 +45,7 @@ TOOL_CREDIT = {"ran": 0.25, "valid": 0.25, "solves": 0.25, "optimal": 0.25}
 TOOL_PROMPTS = ("full", "code")
 
 
-class PuzzleEnv(TextAECEnv):
+class PuzzleEnv(ToolProgramMixin, TextAECEnv):
     workflows = {"mas": ("tool", "planner"), "single": ("solver",)}
     default_workflow = "mas"
 
@@ -119,39 +120,19 @@ class PuzzleEnv(TextAECEnv):
         reward, feedback, done = self._apply(action)
         return StepResult(team=reward, feedback=feedback, done=done)
 
-    def prefetch_candidates(self, texts: list[str], agent: str | None = None) -> None:
-        """Run the programs of K candidate tool actions in one parallel sandbox batch.
+    def _tool_job(self, code: str) -> Any:
+        from mas_envs.sandbox import Job  # lazily: the single workflow needs no sandbox
 
-        Changes no env state: it fills the sandbox's result cache, so stepping K clones with these
-        texts afterwards (tree sampling) costs cache look-ups instead of K runs one after another.
-        """
-        if (agent or self.agent_selection) != "tool":
-            return
-        from mas_envs.sandbox import default_sandbox  # lazily: the single workflow needs no sandbox
-
-        jobs = [job for job in (self._tool_job(text)[1] for text in texts) if job is not None]
-        if len(jobs) > 1:
-            default_sandbox().run_many(jobs)
-
-    def _tool_job(self, text: Any) -> tuple[str | None, Any]:
-        """``(code, sandbox job)`` for a tool action, or ``(parse error, None)`` if it holds no code block."""
-        from mas_envs.sandbox import Job
-
-        code, error = extract_code_block(text if isinstance(text, str) else "")
-        if error is not None:
-            return error, None
         preamble = self._tool_preamble() if self.tool_prompt == "code" else ""
         program = f"{preamble}\n{code}" if preamble else code
-        return code, Job(program, self._tool_stdin(), self.sandbox_timeout)
+        return Job(program, self._tool_stdin(), self.sandbox_timeout)
 
     def _tool_act(self, text: str) -> StepResult:
-        from mas_envs.sandbox import default_sandbox  # imported lazily: the single workflow needs no sandbox
-
-        code, job = self._tool_job(text)
-        if job is None:
+        code, error = extract_code_block(text)
+        if error is not None:
             self.tool_code, self.tool_output, self.tool_status = None, None, "no code"
-            return StepResult(local=self.parse_penalty, parse_error=code, feedback=f"no code: {code}")
-        result = default_sandbox().run(job)
+            return StepResult(local=self.parse_penalty, parse_error=error, feedback=f"no code: {error}")
+        result = self._run_tool_program(code)
         self.tool_code = code
         self.tool_output = result.stdout[:TOOL_OUTPUT_CHARS]
         self.tool_status = result.reason
