@@ -38,10 +38,10 @@ from mas_trainer.run.eval_progress import progress_path_for  # noqa: E402
 from mas_trainer.run.evaluate import (  # noqa: E402
     EvalError,
     EvalRequest,
-    default_method,
     describe_target,
     evaluate,
     format_table,
+    workflow_and_method,
     write_results,
 )
 from mas_trainer.settings.methods import METHOD_NAMES  # noqa: E402
@@ -150,11 +150,9 @@ def default_out(request) -> str:
     method = request.method
     if method is None:
         try:
-            target = describe_target(request.model, request.checkpoint_step)
+            _, method = workflow_and_method(request, describe_target(request.model, request.checkpoint_step))
         except (OSError, ValueError):
-            target = None  # evaluate() reports what is wrong with the model argument
-        workflow = request.workflow or ((target.run_config or {}).get("workflow") if target else None) or "mas"
-        method = default_method(workflow, target) if target else "eval"
+            method = "eval"  # evaluate() reports what is wrong with the model argument
     return os.path.join("results", f"{request.env}-{method}-seed{request.seed}.json")
 
 

@@ -203,6 +203,12 @@ def default_method(workflow: str, target: Target | LoadedPolicies) -> str:
     return method_of(workflow, config.get("grouping") or "at_grpo", target.policy_mode)
 
 
+def workflow_and_method(request: EvalRequest, target: Target | LoadedPolicies) -> tuple[str, str]:
+    """The workflow (asked, else the run's, else mas) and the method label (asked, else inferred)."""
+    workflow = request.workflow or (target.run_config or {}).get("workflow") or "mas"
+    return workflow, request.method or default_method(workflow, target)
+
+
 def check_method(method: str, workflow: str, policy_mode: str) -> None:
     """Reject a method name that contradicts the workflow or the policy layout (the leaderboard would)."""
     problem = method_problem(method, workflow, policy_mode)
@@ -270,19 +276,16 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
 
 
 def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, samples: int, temperature: float,
-         top_p: float, max_new_tokens: int, seed: int, progress: bool = False, backend: str = "auto",
+         top_p: float, max_new_tokens: int, seed: int, backend: str = "auto",
          episode_ids: list[int] | None = None, bar: Any = None):
     """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``).
 
     ``episode_ids`` default to ``0..len(envs)-1`` (the task indices of :func:`make_eval_envs`). A ``bar``
-    (tqdm) is advanced by the episodes this call finishes; ``progress`` makes one for this call.
+    (tqdm), if given, is advanced by the episodes this call finishes.
     """
     used = sorted(set(routing.values()))
     backends = {p: make_backend(*loaded.models[p], kind=backend) for p in used}
     tokenizers = {p: loaded.models[p][1] for p in used}
-    own_bar = bar is None and progress
-    if own_bar:
-        bar = tqdm(total=len(envs), desc="episodes", unit="ep")
     offset = bar.n if bar is not None else 0
 
     steps = [0]
@@ -295,16 +298,12 @@ def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, sa
             bar.update(offset + finished - bar.n)
             bar.refresh()
 
-    try:
-        rollout = tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
-                               k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                               episode_ids=episode_ids, seed=seed if temperature > 0 else None, on_step=on_step)
-        if bar is not None:
-            bar.update(offset + len(envs) - bar.n)
-        return rollout
-    finally:
-        if own_bar:
-            bar.close()
+    rollout = tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
+                           k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                           episode_ids=episode_ids, seed=seed if temperature > 0 else None, on_step=on_step)
+    if bar is not None:
+        bar.update(offset + len(envs) - bar.n)
+    return rollout
 
 
 def chunk_of(rollout: Any, roles: list[str], wall_time_s: float, start: int, stop: int) -> Chunk:
@@ -382,7 +381,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
         raise EvalError("--samples K > 1 (best-of-K) needs --temperature > 0: greedy candidates are all identical")
     target: Target | LoadedPolicies = loaded or describe_target(request.model, request.checkpoint_step)
     run_config = target.run_config
-    workflow = request.workflow or (run_config or {}).get("workflow") or "mas"
+    workflow, method = workflow_and_method(request, target)
     try:
         env_kwargs = resolve_env_kwargs(request.env, dict(request.env_kwargs), run_config)
     except ValueError as err:
@@ -396,7 +395,6 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
 
     # Everything that can be wrong with the request is checked before the weights are loaded.
     routing = role_routing(roles, target, request.swap_roles)
-    method = request.method or default_method(workflow, target)
     check_method(method, workflow, target.policy_mode)
     if loaded is None:
         loaded = load_policies_for(request.model, request.checkpoint_step)
