@@ -14,6 +14,7 @@ from pettingzoo.test import api_test, seed_test
 
 from mas_envs import make_env
 from mas_envs.envs.plan_path import PlanPathEnv, relative_direction
+from mas_envs.envs.puzzle_env import TOOL_CREDIT
 from mas_envs.games import plan_path as game
 
 
@@ -304,6 +305,67 @@ def test_code_tool_prompt_defines_the_state_and_is_graded_like_any_program():
     assert env.infos["tool"]["parse_error"] is None
     with pytest.raises(ValueError, match="tool_prompt"):
         PlanPathEnv(workflow="mas", tool_prompt="short")
+
+
+# A completion of the tool_prompt="function" stub, as a code model writes it: its own example print
+# comes before the env's call, and only the env's call (the last line) is read as the answer.
+BFS_FUNCTION = """```python
+from collections import deque
+
+def shortest_path(grid, start, goal):
+    seen, queue = {start: [start]}, deque([start])
+    while queue:
+        cell = queue.popleft()
+        if cell == goal:
+            return seen[cell]
+        for dr, dc in [(-1, 0), (1, 0), (0, -1), (0, 1)]:
+            r, c = cell[0] + dr, cell[1] + dc
+            if 0 <= r < len(grid) and 0 <= c < len(grid[0]) and grid[r][c] != "#" and (r, c) not in seen:
+                seen[(r, c)] = seen[cell] + [(r, c)]
+                queue.append((r, c))
+    return []
+
+print(shortest_path(["..", "#."], (0, 0), (1, 1)))
+```"""
+
+
+def test_function_tool_prompt_calls_the_completed_function_on_the_puzzle():
+    env = PlanPathEnv(workflow="mas", preset="4x4", split="validation", tool_prompt="function", max_turns=1)
+    for i in range(10):
+        env.reset(options={"task_index": i})
+        prompt = env.observe("tool")["prompt"]
+        assert "def shortest_path(" in prompt and f"start = {tuple(env.walk.pos)}" in prompt
+        assert "Grid:" not in prompt and "def shortest_path" not in env.observe("planner")["prompt"]
+        env.step(BFS_FUNCTION)
+        assert env.infos["tool"]["parse_error"] is None
+        lines = env.tool_output.splitlines()
+        assert lines[0] == "[(0, 0), (0, 1), (1, 1)]"  # the tool's own example ran first...
+        assert json.loads(lines[-2])[0] == list(env.walk.pos)  # ...then the env's call printed the cells...
+        answer = json.loads(lines[-1].removeprefix("As an answer: "))  # ...which the env read as moves
+        assert answer == json.loads(env.scripted_action("planner"))
+        assert env.infos["tool"]["tool_credit"] == pytest.approx(1.0)
+        assert "print(json.dumps" not in env.tool_code  # the planner sees the tool's code, not the harness
+        assert "As an answer:" in env.observe("planner")["prompt"]
+    # The scripted tool completes the stub too.
+    env.reset(options={"task_index": 3})
+    env.step(env.scripted_action("tool"))
+    assert env.infos["tool"]["tool_credit"] == pytest.approx(1.0)
+    # A function that returns nothing useful is no answer, even though its example printed a valid path.
+    for broken, why in [("return None", "list of (row, col) cells"),
+                        ("return [start, goal]", "not a neighbouring cell"),
+                        ("return 3", "list of (row, col) cells")]:
+        env.reset(options={"task_index": 0})
+        env.step(BFS_FUNCTION.replace("return seen[cell]", broken).replace("return []", broken))
+        assert why in env.infos["tool"]["parse_error"] and env.infos["tool"]["tool_credit"] == TOOL_CREDIT["ran"]
+    # A program with no such function crashes at the env's call: penalised.
+    env.reset(options={"task_index": 0})
+    env.step('```python\nprint(["D"])\n```')
+    assert env.infos["tool"]["sandbox_reason"] != "ok" and env.rewards["tool"] == pytest.approx(env.parse_penalty)
+
+
+def test_function_tool_prompt_is_refused_where_no_stub_exists():
+    with pytest.raises(ValueError, match="function"):
+        make_env("sudoku", workflow="mas", tool_prompt="function")
 
 
 def test_mas_tool_garbage_is_penalised():

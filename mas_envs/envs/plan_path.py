@@ -206,6 +206,41 @@ class PlanPathEnv(PuzzleEnv):
                 f"Print the shortest list of move names from start to goal{cap} as JSON: "
                 'print(json.dumps(path)), e.g. ["D", "R"].')
 
+    def _tool_function(self) -> tuple[str, str]:
+        # The tool returns the cells of the path (the textbook breadth-first search); the env turns them
+        # into moves. On validation, asked for move letters, Qwen2.5-Coder-0.5B returned distances or cells
+        # instead (docs/RESULTS.md has both variants' counts).
+        stub = f'''def shortest_path(grid: list[str], start: tuple[int, int], goal: tuple[int, int]) -> list[tuple[int, int]]:
+    """Return the cells of a shortest path from start to goal, both included.
+
+    grid lists the rows from top to bottom; '{game.WALL}' is a wall and '{game.FREE}' a free cell. Cells are
+    (row, col). From a cell you may step up, down, left or right onto a free cell inside the grid.
+    Use breadth-first search. Return [] if the goal cannot be reached.
+    >>> shortest_path(["..", "{game.WALL}."], (0, 0), (1, 1))
+    [(0, 0), (0, 1), (1, 1)]
+    """'''
+        return stub, "shortest_path(grid, start, goal)"
+
+    def _function_answer(self, value_json: str) -> tuple[str, str | None]:
+        """Moves (JSON) for the returned path of cells; each step must go to a neighbouring cell."""
+        try:
+            cells = [tuple(cell) for cell in json.loads(value_json)]
+        except (ValueError, TypeError):
+            return "", f"the function did not return a list of (row, col) cells: {value_json[:80]!r}"
+        if not cells or not all(len(c) == 2 and all(isinstance(v, int) for v in c) for c in cells):
+            return "", f"the function did not return a list of (row, col) cells: {value_json[:80]!r}"
+        if cells[0] == tuple(self.walk.pos):
+            cells = cells[1:]  # the start is included, as the docstring asks (tolerated without)
+        names = {step: name for name, step in game.MOVES.items()}
+        moves, here = [], tuple(self.walk.pos)
+        for cell in cells:
+            step = (cell[0] - here[0], cell[1] - here[1])
+            if step not in names:
+                return "", f"the path jumps from {here} to {cell} (not a neighbouring cell)"
+            moves.append(names[step])
+            here = cell
+        return json.dumps(moves), None
+
     def _render_text(self) -> str:
         status = f"turn {self.turn}/{self.max_turns}, moves {self.walk.moves}, invalid {self.walk.invalid}"
         return "\n".join(self._grid_lines() + [status])
@@ -239,6 +274,9 @@ class PlanPathEnv(PuzzleEnv):
 
     def _scripted_tool_code(self) -> str:
         return TOOL_CODE.replace("MAX_MOVES", str(self.max_moves_per_turn))
+
+    def _scripted_tool_function(self) -> str:
+        return TOOL_FUNCTION.replace("MAX_MOVES", str(self.max_moves_per_turn))
 
 
 def relative_direction(ar: int, ac: int, gr: int, gc: int) -> str:
@@ -280,4 +318,30 @@ while prev[cell] is not None:
     cell, move = prev[cell]
     path.append(move)
 print(json.dumps(path[::-1][:MAX_MOVES]))
+'''
+
+
+# The scripted completion of the ``tool_prompt="function"`` stub: the same search, as a function.
+TOOL_FUNCTION = '''\
+from collections import deque
+
+
+def shortest_path(grid, start, goal):
+    prev = {start: None}
+    queue = deque([start])
+    while queue:
+        cell = queue.popleft()
+        if cell == goal:
+            break
+        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            r, c = cell[0] + dr, cell[1] + dc
+            if 0 <= r < len(grid) and 0 <= c < len(grid[r]) and grid[r][c] != "#" and (r, c) not in prev:
+                prev[(r, c)] = cell
+                queue.append((r, c))
+    if goal not in prev:
+        return []
+    path = [goal]
+    while prev[path[-1]] is not None:
+        path.append(prev[path[-1]])
+    return path[::-1][:MAX_MOVES + 1]
 '''

@@ -41,8 +41,10 @@ TOOL_CREDIT = {"ran": 0.25, "valid": 0.25, "solves": 0.25, "optimal": 0.25}
 # How the tool agent is asked. "full": the puzzle text every role sees, plus the instruction; the program
 # reads the puzzle from stdin. "code": a short code-only request, and the puzzle's state is defined as
 # Python variables before the tool's program runs (shown in the prompt), so a small model spends its
-# budget on the search, not on restating the puzzle or parsing text. stdin is the same in both.
-TOOL_PROMPTS = ("full", "code")
+# budget on the search, not on restating the puzzle or parsing text. "function": complete a documented
+# function stub (the HumanEval shape that code models are trained on); the state is defined as variables
+# before the tool's code, and a call of the function, printed as JSON, runs after it. stdin is the same in all.
+TOOL_PROMPTS = ("full", "code", "function")
 
 
 class PuzzleEnv(ToolProgramMixin, TextAECEnv):
@@ -52,6 +54,9 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
     def __init__(self, *, sandbox_timeout: float = 5.0, tool_prompt: str = "full", **kwargs: Any):
         if tool_prompt not in TOOL_PROMPTS:
             raise ValueError(f"{type(self).__name__}: tool_prompt must be one of {TOOL_PROMPTS}, got {tool_prompt!r}")
+        if tool_prompt == "function" and type(self)._tool_function is PuzzleEnv._tool_function:
+            raise ValueError(f"{type(self).__name__}: tool_prompt='function' is not available for this env "
+                             f"(it defines no function stub); use 'full' or 'code'")
         super().__init__(**kwargs)
         self.sandbox_timeout = float(sandbox_timeout)
         self.tool_prompt = tool_prompt
@@ -99,6 +104,11 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
         """What the tool's program must print, one sentence (``tool_prompt="code"``)."""
         return f"Print the answer as {self._answer_format()}."
 
+    def _tool_function(self) -> tuple[str, str]:
+        """``(stub, call)`` for ``tool_prompt="function"``: a function's signature and docstring the tool
+        completes, and the expression (over the preamble's variables) whose JSON is the answer."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ TextAECEnv hooks
     def _reset_task(self, options: dict[str, Any]) -> None:
         self.tool_code = self.tool_output = self.tool_status = None
@@ -123,9 +133,24 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
     def _tool_job(self, code: str) -> Any:
         from mas_envs.sandbox import Job  # lazily: the single workflow needs no sandbox
 
-        preamble = self._tool_preamble() if self.tool_prompt == "code" else ""
+        preamble = self._tool_preamble() if self.tool_prompt in ("code", "function") else ""
         program = f"{preamble}\n{code}" if preamble else code
+        if self.tool_prompt == "function":
+            # The answer is the function's value, printed last (the only line the env reads).
+            program += f"\n\nprint(json.dumps({self._tool_function()[1]}))\n"
         return Job(program, self._tool_stdin(), self.sandbox_timeout)
+
+    def _tool_answer_text(self, stdout: str) -> tuple[str, str | None]:
+        """``(answer text, error)`` from the program's stdout: all of it, or (``function``) the value the
+        function returned, read from the last line (earlier prints are the tool's own examples)."""
+        if self.tool_prompt != "function":
+            return stdout, None
+        lines = stdout.strip().splitlines()
+        return self._function_answer(lines[-1] if lines else "")
+
+    def _function_answer(self, value_json: str) -> tuple[str, str | None]:
+        """The answer text for the function's returned value (JSON); by default the value itself."""
+        return value_json, None
 
     def _tool_act(self, text: str) -> StepResult:
         code, error = extract_code_block(text)
@@ -141,7 +166,11 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
             err_tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
             why = f"code failed ({result.reason}){': ' + err_tail[0][:200] if err_tail else ''}"
             return StepResult(local=self.parse_penalty, parse_error=why, feedback=why, info=info)
-        action, error = self._parse_action(result.stdout)
+        answer, error = self._tool_answer_text(result.stdout)
+        if error is None:
+            if answer.strip() != result.stdout.strip():  # show the planner the answer the env read
+                self.tool_output = f"{self.tool_output.rstrip()}\nAs an answer: {answer}"[-TOOL_OUTPUT_CHARS:]
+            action, error = self._parse_action(answer)
         if error is not None:
             # No answer: a parse error, penalised like any -- but a program that ran beats one that
             # crashed (the first rung of the graded credit), so a group of broken programs still ranks.
@@ -169,6 +198,8 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
 
     # ------------------------------------------------------------------ prompts
     def _prompt(self, agent: str) -> str:
+        if agent == "tool" and self.tool_prompt == "function":
+            return self._function_tool_prompt()
         code_tool = agent == "tool" and self.tool_prompt == "code"
         parts = self._code_tool_head() if code_tool else [self._role_intro(agent), self._puzzle_text()]
         history = self.history_text()
@@ -201,6 +232,18 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
         return ["Write a short Python program for your team. Reply with one ```python code block and nothing else.",
                 state]
 
+    def _function_tool_prompt(self) -> str:
+        """The function tool's prompt: the stub to complete, the puzzle it is called on, and the history."""
+        stub, call = self._tool_function()
+        parts = ["Complete this Python function. Reply with one ```python code block holding the whole "
+                 f"function (imports included) and nothing else. No network; {self.sandbox_timeout:g} s limit.",
+                 f"```python\n{stub.strip()}\n```",
+                 f"It is called as `{call}` on this puzzle:\n```python\n{self._tool_preamble()}\n```"]
+        history = self.history_text()
+        if history:
+            parts.append("Previous turns:\n" + history)
+        return "\n\n".join(parts)
+
     def _role_intro(self, agent: str) -> str:
         return {
             "tool": "You are the tool agent in a team of two. You write code that computes the answer.",
@@ -213,7 +256,8 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
         """An optimal text action for ``agent`` (default: the one to act), from the puzzle's solver."""
         agent = agent or self.agent_selection
         if agent == "tool":
-            return "```python\n" + self._scripted_tool_code() + "\n```"
+            code = self._scripted_tool_function() if self.tool_prompt == "function" else self._scripted_tool_code()
+            return "```python\n" + code + "\n```"
         return self._scripted_answer()
 
     def _scripted_answer(self) -> str:
@@ -222,3 +266,7 @@ class PuzzleEnv(ToolProgramMixin, TextAECEnv):
     def _scripted_tool_code(self) -> str:
         """Python source that prints an optimal answer; by default it prints the solver's answer."""
         return f"print({self._scripted_answer()!r})"
+
+    def _scripted_tool_function(self) -> str:
+        """A correct completion of the ``function`` stub (envs that offer it define it)."""
+        raise NotImplementedError
