@@ -26,19 +26,23 @@ from mas_envs import make_env
 from mas_trainer.policies.models import load_model_and_tokenizer
 from mas_trainer.policies.prefix_sharing import PrefixSharedBackend
 from mas_trainer.rollout.prompts import chat_prompt_ids
-from mas_trainer.settings.envs import default_role_budgets, preset_env_kwargs
+from mas_envs.envs.puzzle_env import TOOL_CREDIT
+from mas_trainer.settings.envs import PUZZLE_ENVS, default_role_budgets, preset_env_kwargs
+
+# A tool program "solves" when its printed answer reaches the goal: it earned the first three credit parts.
+SOLVES_CREDIT = TOOL_CREDIT["ran"] + TOOL_CREDIT["valid"] + TOOL_CREDIT["solves"]
 
 
 def outcome_of(info: dict) -> str:
     """One word for a graded tool step."""
     if not info.get("parse_error"):
-        return "solved" if info.get("success") or info.get("tool_credit", 0) >= 0.75 else "valid"
+        return "solved" if info.get("tool_credit", 0) >= SOLVES_CREDIT else "valid"
     return "ran, no answer" if "tool_credit" in info else "crashed / no code"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="plan_path", help="a grid env with a tool agent (default: plan_path)")
+    parser.add_argument("--env", default="plan_path", choices=PUZZLE_ENVS, help="a grid env with a tool agent")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="model preset or folder")
     parser.add_argument("--tool-prompt", default="full", help="the env's tool_prompt (full, code, function)")
     parser.add_argument("--split", default="validation", choices=["validation", "train"])
@@ -59,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = {**preset_env_kwargs(args.env), "max_turns": 1, **extra,
               "workflow": "mas", "split": args.split, "tool_prompt": args.tool_prompt}
     env = make_env(args.env, **kwargs)
-    budgets = default_role_budgets(args.env, "mas", kwargs) or {}
-    max_new = args.max_new_tokens or budgets.get("tool") or 448
+    budgets = default_role_budgets(args.env, "mas", kwargs)
+    max_new = args.max_new_tokens or (budgets or {}).get("tool")
+    if max_new is None:
+        parser.error(f"{args.env} with these settings has no measured tool budget: pass --max-new-tokens")
     k = 1 if args.temperature == 0 else args.samples
 
     model, tokenizer = load_model_and_tokenizer(args.model)[:2]

@@ -32,6 +32,7 @@ PRESETS: dict[str, tuple[int, float]] = {
     "6x6": (6, 0.2),
     "10x10": (10, 0.22),  # the paper's setting
 }
+MOVE_OF_STEP = {step: move for move, step in game.MOVES.items()}  # (d_row, d_col) -> "U"/"D"/"L"/"R"
 # Codes of the numeric observation (the grid as ints).
 FREE_CODE, WALL_CODE, GOAL_CODE, AGENT_CODE = 0, 1, 2, 3
 
@@ -225,19 +226,19 @@ class PlanPathEnv(PuzzleEnv):
         """Moves (JSON) for the returned path of cells; each step must go to a neighbouring cell."""
         try:
             cells = [tuple(cell) for cell in json.loads(value_json)]
+            well_formed = bool(cells) and all(len(c) == 2 and all(isinstance(v, int) for v in c) for c in cells)
         except (ValueError, TypeError):
-            return "", f"the function did not return a list of (row, col) cells: {value_json[:80]!r}"
-        if not cells or not all(len(c) == 2 and all(isinstance(v, int) for v in c) for c in cells):
+            well_formed = False
+        if not well_formed:
             return "", f"the function did not return a list of (row, col) cells: {value_json[:80]!r}"
         if cells[0] == tuple(self.walk.pos):
             cells = cells[1:]  # the start is included, as the docstring asks (tolerated without)
-        names = {step: name for name, step in game.MOVES.items()}
         moves, here = [], tuple(self.walk.pos)
         for cell in cells:
             step = (cell[0] - here[0], cell[1] - here[1])
-            if step not in names:
+            if step not in MOVE_OF_STEP:
                 return "", f"the path jumps from {here} to {cell} (not a neighbouring cell)"
-            moves.append(names[step])
+            moves.append(MOVE_OF_STEP[step])
             here = cell
         return json.dumps(moves), None
 
