@@ -76,6 +76,10 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path, stoppable_play):
     assert not out.exists()
     lines = partial.read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["start"] == 0  # the first chunk was kept
+    first = json.loads(lines[0])
+    assert first["machine"]["torch_threads"] == 1 and first["machine"]["cpu"]
+    del first["machine"]  # as written before chunks recorded their machine: still resumable
+    partial.write_text(json.dumps(first) + "\n")
     with open(partial, "a") as handle:
         handle.write('{"key": "cut short by a kill", "sta')  # a half-written line is ignored
 
@@ -87,6 +91,10 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path, stoppable_play):
     assert outcome(data) == outcome(json.loads(full.read_text()))
     assert data["provenance"]["resumed_episodes"] == 2
     assert not partial.exists() and result_problems(data) == []
+    # Which machine played which tasks: the old chunk says nothing, the new ones are merged into one span.
+    whole = json.loads(full.read_text())["provenance"]["machines"]
+    assert [m["tasks"] for m in whole] == [[0, 5]] and whole[0]["torch_threads"] == 1
+    assert data["provenance"]["machines"] == [{"tasks": [0, 2]}, {**whole[0], "tasks": [2, 5]}]
 
 
 def test_progress_of_other_settings_is_not_reused(tmp_path, stoppable_play):
@@ -133,6 +141,15 @@ def test_read_chunks_ignores_foreign_and_incomplete_records(tmp_path):
     found = read_chunks(path, "k")
     assert list(found) == [(0, 2)] and found[(0, 2)].role_steps == {"a": [2, 1.0, 0]}
     assert read_chunks(tmp_path / "missing.jsonl", "k") == {} and read_chunks(None, "k") == {}
+
+
+def test_machines_of_merges_consecutive_chunks_of_one_machine():
+    from mas_trainer.run.eval_progress import Chunk, machines_of
+
+    a, b = {"cpu": "A", "torch_threads": 1}, {"cpu": "B", "torch_threads": 2}
+    chunks = [Chunk(4, 6, 1.0, [], machine=b), Chunk(0, 2, 1.0, [], machine=a), Chunk(2, 4, 1.0, [], machine=a),
+              Chunk(6, 7, 1.0, [], machine=a)]
+    assert machines_of(chunks) == [{"tasks": [0, 4], **a}, {"tasks": [4, 6], **b}, {"tasks": [6, 7], **a}]
 
 
 def test_bad_chunk_size_is_a_usage_error(capsys):

@@ -4,7 +4,8 @@
 chunk one JSON line is appended (and fsynced) to ``<results file>.partial.jsonl``:
 
     {"key": "<sha256 of what decides the outcome>", "start": 0, "stop": 32, "wall_time_s": ...,
-     "episodes": [<the results file's episode records>], "role_steps": {role: [steps, reward sum, parse errors]}}
+     "episodes": [<the results file's episode records>], "role_steps": {role: [steps, reward sum, parse errors]},
+     "machine": {<what played it: cpu, vector flags, threads, versions>}}
 
 Running the same command again skips every chunk whose line carries the same ``key``; lines with
 another key (other model weights, env settings, decoding, seed or chunk size) are ignored, and a
@@ -32,6 +33,7 @@ class Chunk:
     wall_time_s: float
     episodes: list[dict[str, Any]]
     role_steps: dict[str, list[float]] = field(default_factory=dict)  # role -> [steps, reward sum, parse errors]
+    machine: dict[str, Any] | None = None  # run/machine.py's facts; None in records written before they existed
 
 
 def chunk_plan(episodes: int, chunk_size: int) -> list[tuple[int, int]]:
@@ -61,8 +63,10 @@ def read_chunks(path: str | os.PathLike | None, key: str) -> dict[tuple[int, int
         if record.get("key") != key:
             continue
         try:
+            machine = record.get("machine")
             chunk = Chunk(int(record["start"]), int(record["stop"]), float(record["wall_time_s"]),
-                          list(record["episodes"]), dict(record.get("role_steps") or {}))
+                          list(record["episodes"]), dict(record.get("role_steps") or {}),
+                          dict(machine) if isinstance(machine, dict) else None)
         except (KeyError, TypeError, ValueError):
             continue  # not one of ours: ignore rather than trust it
         if len(chunk.episodes) == chunk.stop - chunk.start:
@@ -77,7 +81,7 @@ def append_chunk(path: str | os.PathLike | None, key: str, chunk: Chunk) -> None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"key": key, "start": chunk.start, "stop": chunk.stop, "wall_time_s": chunk.wall_time_s,
-                       "episodes": chunk.episodes, "role_steps": chunk.role_steps})
+                       "episodes": chunk.episodes, "role_steps": chunk.role_steps, "machine": chunk.machine})
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
         handle.flush()
@@ -93,3 +97,16 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
                 continue  # a line cut short by a kill
             if isinstance(record, dict):
                 yield record
+
+
+def machines_of(chunks: list[Chunk]) -> list[dict[str, Any]]:
+    """Which machine played which tasks: consecutive chunks with the same facts merged into one
+    ``{"tasks": [start, stop], **facts}`` entry (``facts`` is ``{}`` for chunks that did not record them)."""
+    spans: list[dict[str, Any]] = []
+    for chunk in sorted(chunks, key=lambda c: c.start):
+        facts = chunk.machine or {}
+        if spans and spans[-1]["facts"] == facts and spans[-1]["stop"] == chunk.start:
+            spans[-1]["stop"] = chunk.stop
+        else:
+            spans.append({"start": chunk.start, "stop": chunk.stop, "facts": facts})
+    return [{"tasks": [s["start"], s["stop"]], **s["facts"]} for s in spans]

@@ -54,7 +54,8 @@ from mas_trainer.policies.models import load_model_and_tokenizer, weights_finger
 from mas_trainer.policies.workers import make_backend
 from mas_trainer.rollout.atgrpo import tree_rollout
 from mas_trainer.run.checkpoints import load_policies
-from mas_trainer.run.eval_progress import Chunk, append_chunk, chunk_plan, outcome_key, read_chunks
+from mas_trainer.run.eval_progress import Chunk, append_chunk, chunk_plan, machines_of, outcome_key, read_chunks
+from mas_trainer.run.machine import machine_facts
 from mas_trainer.settings import run_layout
 from mas_trainer.settings.envs import default_max_new_tokens, default_role_budgets, resolve_env_kwargs
 from mas_trainer.settings.methods import METHOD_NAMES, method_of, method_problem
@@ -434,12 +435,14 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
                            seed=request.seed + start, backend=request.backend,
                            episode_ids=list(range(start, stop)), bar=bar)
             chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
+            chunk.machine = machine_facts()
             append_chunk(progress_path, key, chunk)
             chunks[(start, stop)] = chunk
     finally:
         if bar is not None:
             bar.close()
-    episodes, summary = summarize([chunks[span] for span in plan], roles)
+    played = [chunks[span] for span in plan]
+    episodes, summary = summarize(played, roles)
     return {
         "schema_version": SCHEMA_VERSION,
         "env": env_block,
@@ -458,6 +461,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
             "label": request.label,
             "chunk_size": int(request.chunk_size),
             "resumed_episodes": int(resumed),
+            "machines": machines_of(played),
         },
     }
 
