@@ -297,7 +297,9 @@ def _file_html(row: Row, link_base: str, prefix: str = "") -> str:
     href = f"{link_base}/{row.entry}" if link_base else row.entry
     return (
         f'<span class="file">{escape(prefix)}<a href="{escape(href)}">{escape(row.entry)}</a>'
-        f"<details><summary>command</summary><code>{escape(row.command)}</code></details></span>"
+        f"<details><summary>command</summary><code>{escape(row.command)}</code>"
+        + (f"<br>played on: {escape(row.machines)}" if row.machines else "")
+        + "</details></span>"
     )
 
 

@@ -63,6 +63,7 @@ class Row:
     budget: str | None = None  # the training budget asked for (e.g. "15 CPU min"), from the command
     steps: tuple[int, ...] = ()  # training steps of the evaluated checkpoint(s)
     command: str = ""
+    machines: str = ""  # which machine played which tasks, as text (provenance.machines), "" when not recorded
     task_ids: tuple[str, ...] = ()  # sorted
     outcomes: tuple[int, ...] = ()  # 0/1 per task, in task_ids order
     canonical_tasks: bool = True  # task_index values are 0..N-1 (the env's first N test tasks)
@@ -225,6 +226,18 @@ def training_text(trained: bool, budget: str | None, steps_per_run: Sequence[Seq
     return f"{steps} · budget {budget}"
 
 
+def machines_text(machines: list[dict[str, Any]]) -> str:
+    """``'tasks 0-111: not recorded; tasks 112-163: AMD EPYC (avx2, fma), 2 torch threads'`` from
+    ``provenance.machines`` ("" when the file records none)."""
+    parts = []
+    for m in machines:
+        start, stop = m["tasks"]
+        where = (f"{m['cpu']} ({', '.join(m.get('cpu_flags') or []) or 'no listed vector flags'}), "
+                 f"{m.get('torch_threads', '?')} torch threads" if m.get("cpu") else "not recorded")
+        parts.append(f"{f'task {start}' if stop - start == 1 else f'tasks {start}-{stop - 1}'}: {where}")
+    return "; ".join(parts)
+
+
 def parse_budget(command: str) -> str | None:
     """The ``--budget`` the provenance command asked for (``'15 CPU min'``), if it records one."""
     match = _BUDGET.search(command or "")
@@ -309,6 +322,7 @@ def row_from_result(entry: str, result: dict[str, Any], non_default: Iterable[st
         budget=parse_budget(provenance.get("command", "")) if trained else None,
         steps=tuple(steps),
         command=provenance.get("command", ""),
+        machines=machines_text(provenance.get("machines") or []),
         task_ids=task_ids,
         outcomes=tuple(by_task[t] for t in task_ids),
         canonical_tasks=indices == list(range(len(indices))),

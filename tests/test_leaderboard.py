@@ -442,6 +442,24 @@ def test_rows_show_role_models_steps_and_swapped_roles(tmp_path, entries, capsys
     assert (g.ci_low, g.ci_high) == tuple(result["summary"]["ci95"])  # one seed: the per-task interval
 
 
+def test_rows_say_which_machine_played_which_tasks(tmp_path, entries, capsys):
+    result = sample_result("sudoku", successes=[True, False, True])
+    result["provenance"]["machines"] = [
+        {"tasks": [0, 2]},  # a chunk written before chunks recorded their machine
+        {"tasks": [2, 3], "cpu": "AMD EPYC <b>", "cpu_flags": ["avx2", "fma"], "logical_cpus": 2,
+         "torch_threads": 2, "torch": "2.13.0", "python": "3.11.7"},
+    ]
+    _store(tmp_path, entries, capsys, result)
+    (row,) = load_rows(entries)
+    assert row.machines == "tasks 0-1: not recorded; task 2: AMD EPYC <b> (avx2, fma), 2 torch threads"
+    _build_html(entries, tmp_path / "site")
+    assert "played on: tasks 0-1: not recorded; task 2: AMD EPYC &lt;b&gt; (avx2, fma)" in \
+        (tmp_path / "site" / "index.html").read_text()
+
+    result["provenance"]["machines"] = [{"tasks": [0, 3], "cpu": "x", "cpu_flags": ["AVX2; rm"]}]
+    assert "cpu_flags" in refused(tmp_path, tmp_path / "fresh-entries", capsys, result)
+
+
 def test_env_sections_in_stable_order(tmp_path, entries, capsys):
     _store(tmp_path, entries, capsys, sample_result("sudoku", method="single_prompt"),
            sample_result("sokoban", method="single_prompt"), sample_result("plan_path", method="single_prompt"))
