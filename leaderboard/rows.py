@@ -251,10 +251,13 @@ def _is_checkpoint(policy_id: str) -> bool:
 
 
 def _roles(result: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The model of each role: the policy's id, or ``<base> (trained)`` for a training checkpoint path."""
+    """The model of each role: the policy's id, or ``<base> (trained)`` for a training checkpoint path, with
+    ``[bfloat16]`` when its weights were not float32 (files without a dtype were all float32): another dtype
+    gives other greedy tokens, so it is part of the row's identity."""
     base = result["model"]["id"]
     return tuple(
-        (role, f"{base} (trained)" if _is_checkpoint(p["id"]) else p["id"])
+        (role, (f"{base} (trained)" if _is_checkpoint(p["id"]) else p["id"])
+         + (f" [{p['dtype']}]" if p.get("dtype", "float32") != "float32" else ""))
         for role, p in sorted(result["model"]["policies"].items())
     )
 

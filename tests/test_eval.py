@@ -66,6 +66,24 @@ def test_mas_eval_single_writes_valid_results(tmp_path, capsys):
     assert set(summary["per_role"]) == {"solver"}
     assert data["decoding"] == {"temperature": 0.0, "samples": 1, "max_new_tokens": 3}
     assert data["provenance"]["label"] == "unit test" and data["provenance"]["command"].startswith("mas-eval ")
+    assert data["model"]["policies"]["shared"]["dtype"] == "float32"
+
+
+def test_mas_eval_in_bf16_is_recorded_and_kept_apart_on_the_leaderboard(tmp_path):
+    from leaderboard.rows import row_from_result
+    from mas_trainer.run.eval_cli import main
+
+    fp32, bf16 = tmp_path / "fp32.json", tmp_path / "bf16.json"
+    args = ["--env", "plan_path", "--model", "tiny", "--workflow", "single", "--episodes", "2", *FAST, "--quiet"]
+    assert main(args + ["--out", str(fp32)]) == 0
+    assert main(args + ["--dtype", "bfloat16", "--out", str(bf16)]) == 0
+    a, b = json.loads(fp32.read_text()), json.loads(bf16.read_text())
+    assert_valid_results(b)
+    assert b["model"]["policies"]["shared"]["dtype"] == "bfloat16"
+    assert b["model"]["policies"]["shared"]["weights_sha256"] != a["model"]["policies"]["shared"]["weights_sha256"]
+    row_a, row_b = row_from_result("a.json", a), row_from_result("b.json", b)
+    assert row_b.roles == (("shared", "tiny [bfloat16]"),) and row_a.roles == (("shared", "tiny"),)
+    assert row_a.key != row_b.key  # not aggregated into one row
 
 
 def test_best_of_k_samples_k_candidates_per_step(tmp_path):
@@ -182,6 +200,7 @@ def test_mas_eval_on_run_dir_and_swapped(specialized_run, tmp_path, capsys):
         (["--env", "plan_path", "--model", "tiny", "--method", "single_prompt"], "needs workflow 'single'"),
         (["--env", "plan_path", "--model", "tiny", "--method", "mas_at_grpo_specialized"], "needs a specialized"),
         (["--env", "plan_path", "--method", "best_method"], "invalid choice"),
+        (["--env", "plan_path", "--dtype", "int8"], "invalid choice"),
     ],
 )
 def test_cli_errors_exit_2_with_one_line(argv, message, capsys):

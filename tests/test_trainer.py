@@ -539,6 +539,12 @@ def test_mas_turn_level_step_updates_every_role(tmp_path, taught_model_dir):
     ({"role_max_completion_length": "tool=abc"}, "not a valid int"),
     ({"role_max_completion_length": "tool=0"}, "positive"),
     ({"role_temperature": "tool=0"}, "> 0"),
+    ({"role_dtype": "tool=bf16", "policy_mode": "specialized", "workflow": "mas"}, "not one of float32"),
+    ({"role_dtype": "tool=bfloat16,planner=float32"}, "dtype per role needs policy_mode='specialized'"),
+    ({"role_dtype": "bfloat16"}, "role=value"),
+    ({"model_init_kwargs": {"dtype": "int8"}}, "dtype 'int8' is not one of"),
+    ({"model_init_kwargs": '{"attn_implementation": "sdpa"}'}, "only 'dtype' is used"),
+    ({"model_init_kwargs": {"dtype": "bfloat16", "torch_dtype": "bfloat16"}}, "not both"),
 ])
 def test_per_role_settings_reject_bad_values(overrides, message):
     from mas_trainer.settings.config import ATGRPOConfig
@@ -569,3 +575,27 @@ def test_model_per_role_loads_each_roles_model_and_samples_with_its_budget(tmp_p
     with pytest.raises(ValueError, match="unknown role"):
         MASTrainer(small_config(tmp_path / "b", workflow="mas", policy_mode="specialized",
                                 model="tool=tiny,coder=tiny"))
+
+
+def test_weights_dtype_per_role_and_from_trls_model_init_kwargs(tmp_path, taught_model_dir):
+    """TRL's model_init_kwargs sets every policy's dtype (float32 by default); role_dtype overrides it per role,
+    and the trainer loads, samples and updates each policy in its dtype."""
+    from mas_trainer.run.trainer import MASTrainer
+    from mas_trainer.settings.config import ATGRPOConfig
+
+    assert ATGRPOConfig(output_dir="unused").dtype_for("shared") == "float32"
+    assert ATGRPOConfig(output_dir="unused", model_init_kwargs='{"torch_dtype": "bfloat16"}').dtype_for("shared") == "bfloat16"
+    assert ATGRPOConfig(output_dir="unused", workflow="single", role_dtype="solver=bfloat16").dtype_for("shared") == "bfloat16"
+    per_role = MASTrainer(small_config(tmp_path / "roles", workflow="mas", policy_mode="specialized", max_turns=1,
+                                       role_dtype="tool=bfloat16", role_max_completion_length="tool=2,planner=2"))
+    assert next(per_role.model_of("tool").parameters()).dtype == torch.bfloat16
+    assert next(per_role.model_of("planner").parameters()).dtype == torch.float32
+
+    run = MASTrainer(small_config(tmp_path / "bf16", model=str(taught_model_dir), model_init_kwargs={"dtype": "bfloat16"}))
+    model = run.model_of("shared")
+    assert next(model.parameters()).dtype == torch.bfloat16
+    before = params_of(model)
+    record = run.train_step()
+    assert record["samples_updated/shared"] > 0 and math.isfinite(record["loss/shared"])
+    assert not same_weights(before, params_of(model))  # a bf16 policy samples and updates
+    assert next(model.parameters()).dtype == torch.bfloat16

@@ -32,7 +32,8 @@ def start_local_workers(config: Any, policies: list[str], run_dir: Path,
         if models is not None and "base" not in models:
             raise ValueError("policy_mode='lora' takes one (model, tokenizer) pair as models['base']")
         base = (models["base"] if models is not None
-                else load_model_and_tokenizer(config.model_for(policies[0]), device=device))
+                else load_model_and_tokenizer(config.model_for(policies[0]), dtype=config.dtype_for(policies[0]),
+                                              device=device))
         update_workers, rollout_workers, peft_model = build_lora_workers(config, policies, base, run_dir)
         return rollout_workers, update_workers, peft_model
     rollout_workers: dict[str, RolloutWorker] = {}
@@ -41,7 +42,8 @@ def start_local_workers(config: Any, policies: list[str], run_dir: Path,
         if models is not None:
             model, tokenizer = models[policy]
         else:
-            model, tokenizer = load_model_and_tokenizer(config.model_for(policy), device=device)
+            model, tokenizer = load_model_and_tokenizer(config.model_for(policy), dtype=config.dtype_for(policy),
+                                                        device=device)
         trainer = ATGRPOTrainer(model=model, args=config, processing_class=tokenizer, policy_name=policy,
                                 logging_dir=run_dir / "tensorboard" / policy)
         update_workers[policy] = UpdateWorker(policy, trainer)

@@ -31,6 +31,8 @@ from typing import Any, Callable, ContextManager, Iterator
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
+from mas_trainer.settings.dtypes import MODEL_DTYPES
+
 DEFAULT_MODEL = "smollm2-135m"
 TINY_MODEL = "tiny"
 
@@ -289,8 +291,11 @@ def load_model_and_tokenizer(
     """Load a causal LM and its tokenizer (left padding, pad token set).
 
     Raises ``ValueError`` listing the presets when the name is neither a preset, a folder, nor a
-    model that can be loaded (offline, only models already in the Hugging Face cache load).
+    model that can be loaded (offline, only models already in the Hugging Face cache load), and
+    for a ``dtype`` outside :data:`~mas_trainer.settings.dtypes.MODEL_DTYPES`.
     """
+    if dtype not in MODEL_DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(MODEL_DTYPES)}")
     if name_or_path == TINY_MODEL:
         model, tokenizer = tiny_model_and_tokenizer(seed=0)
         return model.to(device=device, dtype=getattr(torch, dtype)), tokenizer

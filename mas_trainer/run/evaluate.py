@@ -44,6 +44,7 @@ from typing import Any
 
 from importlib import metadata
 
+import torch
 from tqdm.auto import tqdm
 
 from leaderboard.sample import wilson_interval  # one definition, the one submit checks
@@ -57,6 +58,7 @@ from mas_trainer.run.checkpoints import load_policies
 from mas_trainer.run.eval_progress import Chunk, append_chunk, chunk_plan, machines_of, outcome_key, read_chunks
 from mas_trainer.run.machine import machine_facts
 from mas_trainer.settings import run_layout
+from mas_trainer.settings.dtypes import MODEL_DTYPES
 from mas_trainer.settings.envs import default_max_new_tokens, default_role_budgets, resolve_env_kwargs
 from mas_trainer.settings.methods import METHOD_NAMES, method_of, method_problem
 from mas_trainer.settings.role_maps import parse_role_map
@@ -94,6 +96,8 @@ class EvalRequest:
     backend: str = "auto"
     # tasks played per batch; each finished chunk is saved to the progress file, so a stopped run resumes
     chunk_size: int = 32
+    # weights' dtype (settings/dtypes.py); None: float32 for a plain model, the saved dtype for a trained run
+    dtype: str | None = None
 
 
 @dataclass
@@ -133,21 +137,25 @@ def find_checkpoint(path: str | os.PathLike, step: int | None = None) -> tuple[P
     return None
 
 
-def load_policies_for(model: str, step: int | None = None, device: str = "cpu") -> LoadedPolicies:
-    """Load a run's policies, or one shared policy from a preset / folder / HF id."""
+def load_policies_for(model: str, step: int | None = None, device: str = "cpu",
+                      dtype: str | None = None) -> LoadedPolicies:
+    """Load a run's policies, or one shared policy from a preset / folder / HF id; in ``dtype`` if given
+    (else float32 for a plain model and the dtype it was saved in for a run's checkpoint)."""
+    if dtype is not None and dtype not in MODEL_DTYPES:
+        raise EvalError(f"--dtype {dtype!r}: choose one of {', '.join(MODEL_DTYPES)}")
     per_role = model_per_role(model)
     if per_role is not None:  # untrained models, one per role: "tool=qwen2.5-coder-0.5b,planner=smollm2-135m"
         models = {}
         for role, name in per_role.items():
             try:
-                models[role] = load_model_and_tokenizer(name, device=device)
+                models[role] = load_model_and_tokenizer(name, dtype=dtype or "float32", device=device)
             except (ValueError, OSError) as err:
                 raise EvalError(f"role {role}: " + str(err).strip().splitlines()[0]) from None
         return LoadedPolicies(models, "specialized", model, dict(per_role), {r: r for r in per_role})
     found = find_checkpoint(model, step)
     if found is None:
         try:
-            pair = load_model_and_tokenizer(model, device=device)
+            pair = load_model_and_tokenizer(model, dtype=dtype or "float32", device=device)
         except (ValueError, OSError) as err:
             raise EvalError(str(err).strip().splitlines()[0]) from None
         return LoadedPolicies({"shared": pair}, "shared", model, {"shared": model})
@@ -155,6 +163,8 @@ def load_policies_for(model: str, step: int | None = None, device: str = "cpu") 
     run_dir, ckpt = found
     state = json.loads((ckpt / "run_state.json").read_text())
     models, policy_of_role = load_policies(run_dir, step=int(ckpt.name.split("-")[-1]), device=device)
+    if dtype is not None:
+        models = {p: (m.to(dtype=getattr(torch, dtype)), t) for p, (m, t) in models.items()}
     config = dict(state.get("config") or {})
     mode = "specialized" if config.get("policy_mode") == "specialized" or len(models) > 1 else "shared"
     ids = {p: f"{run_dir.name}/{ckpt.parent.name}/{ckpt.name}/policies/{p}" for p in models}
@@ -398,7 +408,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     routing = role_routing(roles, target, request.swap_roles)
     check_method(method, workflow, target.policy_mode)
     if loaded is None:
-        loaded = load_policies_for(request.model, request.checkpoint_step)
+        loaded = load_policies_for(request.model, request.checkpoint_step, dtype=request.dtype)
 
     temperature = request.temperature
     if temperature is None:
@@ -472,7 +482,8 @@ def _model_block(loaded: LoadedPolicies) -> dict[str, Any]:
         "id": loaded.model_id[:200],
         "params": int(sum(p.numel() for p in first.parameters())),  # of one policy model
         "policy_mode": loaded.policy_mode,
-        "policies": {name: {"id": loaded.policy_ids[name][:200], "weights_sha256": weights_fingerprint(model)}
+        "policies": {name: {"id": loaded.policy_ids[name][:200], "weights_sha256": weights_fingerprint(model),
+                            "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
                      for name, (model, _) in sorted(loaded.models.items())},
     }
 

@@ -17,6 +17,7 @@ import torch
 from trl import GRPOConfig
 
 from mas_envs.registry import env_init_kwargs, list_envs
+from mas_trainer.settings.dtypes import MODEL_DTYPES
 from mas_trainer.settings.envs import ENV_DEFAULTS, default_max_new_tokens, default_role_budgets, preset_env_kwargs
 from mas_trainer.settings.optional import VLLM_INSTALL_HINT, vllm_available
 from mas_trainer.settings.ray_resources import parse_ray_resources
@@ -39,6 +40,13 @@ class ATGRPOConfig(GRPOConfig):
         model (`str`, defaults to `"smollm2-135m"`):
             A preset of :mod:`mas_trainer.policies.models` (``"smollm2-135m"``, ``"tiny"`` ...), a local folder or a
             Hugging Face model id.
+        role_dtype (`str`, *optional*):
+            The weights' dtype per role (``"tool=bfloat16,planner=float32"``), overriding TRL's
+            ``model_init_kwargs={"dtype": ...}``, which sets it for every policy; default float32 (TRL's
+            default too). Sampling and the update both use the policy's weights in that dtype, so sampling
+            stays on-policy. bf16 is a per-machine choice: ~2x on CPUs with AMX/AVX-512 BF16 and on GPUs,
+            ~50x slower on an AVX2-only CPU, and greedy tokens change (docs/PERFORMANCE.md). Of
+            ``model_init_kwargs`` only ``dtype`` (or ``torch_dtype``) is used; other keys are refused.
         policy_mode (`str`, defaults to `"shared"`):
             ``"shared"``: one model (and optimizer) for every role. ``"specialized"``: one model and one
             optimizer per role; a role's samples update only its own model. ``"lora"``: one frozen base
@@ -136,6 +144,11 @@ class ATGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Per-role sampling temperatures overriding temperature, e.g. 'tool=0.7,planner=1.0'."},
     )
+    role_dtype: str | None = field(
+        default=None,
+        metadata={"help": "Per-role weight dtype overriding model_init_kwargs['dtype'], e.g. 'tool=bfloat16,planner=float32' "
+                          "(policy_mode specialized; shared and lora take one dtype)."},
+    )
     policy_mode: str = field(
         default="shared",
         metadata={"help": "shared | specialized (one model per role) | lora (one base + one LoRA adapter per role)."},
@@ -228,7 +241,15 @@ class ATGRPOConfig(GRPOConfig):
             if self.policy_mode == "lora" and len(set(models.values())) > 1:
                 raise ValueError("policy_mode='lora' puts every role's adapter on ONE base model; for a model per "
                                  f"role use policy_mode='specialized' (got {self.model!r})")
-        for name in ("role_max_completion_length", "role_temperature"):
+        self.model_init_kwargs = _parse_model_init_kwargs(self.model_init_kwargs) or None  # TRL's "not set"
+        dtypes = parse_role_map(self.role_dtype, "role_dtype", str)
+        for role, value in (dtypes.items() if isinstance(dtypes, dict) else []):  # one for all: model_init_kwargs
+            if value not in MODEL_DTYPES:
+                raise ValueError(f"role_dtype: {role}={value!r} is not one of {', '.join(MODEL_DTYPES)}")
+        if isinstance(dtypes, dict) and self.policy_mode != "specialized" and len(set(dtypes.values())) > 1:
+            raise ValueError(f"a dtype per role needs policy_mode='specialized'; {self.policy_mode} keeps one model "
+                             f"for every role, got role_dtype={self.role_dtype!r}")
+        for name in ("role_max_completion_length", "role_temperature", "role_dtype"):
             text = getattr(self, name)
             if text is not None and "=" not in str(text):
                 raise ValueError(f"{name} takes role=value entries (e.g. 'tool=320,planner=8'), got {text!r}")
@@ -243,7 +264,7 @@ class ATGRPOConfig(GRPOConfig):
 
     def check_roles(self, roles: list[str]) -> None:
         """Raise ``ValueError`` if a per-role setting names a role the env does not have."""
-        for name in ("model", "role_max_completion_length", "role_temperature"):
+        for name in ("model", "role_max_completion_length", "role_temperature", "role_dtype"):
             mapping = parse_role_map(getattr(self, name), name, str)
             if isinstance(mapping, dict):
                 unknown = sorted(set(mapping) - set(roles))
@@ -262,6 +283,17 @@ class ATGRPOConfig(GRPOConfig):
         if policy in models:
             return models[policy]
         return next(iter(models.values()))  # shared / lora: every role names the same model (checked above)
+
+    def dtype_for(self, policy: str) -> str:
+        """The dtype a policy's weights load in: its ``role_dtype`` entry, else ``model_init_kwargs['dtype']``,
+        else float32 (TRL's default too). Sampling and the update both run in it, so sampling stays on-policy."""
+        dtypes = parse_role_map(self.role_dtype, "role_dtype", str)
+        if isinstance(dtypes, dict):
+            if policy in dtypes:
+                return dtypes[policy]
+            if self.policy_mode != "specialized" and dtypes:
+                return next(iter(dtypes.values()))  # shared / lora: one dtype (checked above)
+        return str((self.model_init_kwargs or {}).get("dtype", "float32"))
 
     def sampling_of_roles(self, roles: list[str]) -> tuple[dict[str, int], dict[str, float]]:
         """``(max new tokens, temperature)`` of each role: the per-role value, else the common one."""
@@ -366,6 +398,22 @@ class ATGRPOConfig(GRPOConfig):
 
 def _parse_env_kwargs(value: Any) -> dict[str, Any]:
     return parse_json_object(value, "env_kwargs")
+
+
+def _parse_model_init_kwargs(value: Any) -> dict[str, Any]:
+    """TRL's ``model_init_kwargs``; here only the weights' ``dtype`` applies (``torch_dtype`` is its older name).
+    Other keys are refused: the presets load from converted files, and a silently ignored key is worse."""
+    kwargs = parse_json_object(value, "model_init_kwargs")
+    if "torch_dtype" in kwargs:
+        if "dtype" in kwargs:
+            raise ValueError("model_init_kwargs: give 'dtype' or its older name 'torch_dtype', not both")
+        kwargs["dtype"] = kwargs.pop("torch_dtype")
+    unknown = sorted(set(kwargs) - {"dtype"})
+    if unknown:
+        raise ValueError(f"model_init_kwargs: only 'dtype' is used by this trainer, got {unknown}")
+    if "dtype" in kwargs and kwargs["dtype"] not in MODEL_DTYPES:
+        raise ValueError(f"model_init_kwargs: dtype {kwargs['dtype']!r} is not one of {', '.join(MODEL_DTYPES)}")
+    return kwargs
 
 
 def _lcm(a: int, b: int) -> int:

@@ -80,6 +80,11 @@ class ATGRPOTrainer(GRPOTrainer):
             reference = self._kl_reference(model)
             args = copy.copy(args)
             args.beta = 0.0
+        if args.model_init_kwargs is not None:
+            # The model arrives loaded in its dtype (the backends read config.dtype_for); TRL would only warn
+            # that it ignores model_init_kwargs for a model object.
+            args = copy.copy(args)
+            args.model_init_kwargs = None
         super().__init__(
             model=model,
             reward_funcs=[env_reward],

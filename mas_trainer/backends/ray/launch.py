@@ -99,7 +99,7 @@ def start_ray_workers(config: Any, policies: list[str], run_dir: Path,
         update_actor = update_cls.options(max_restarts=0, **requests["update"], **pools.strategy(policy)).remote(
             policy, config, str(Path(run_dir) / "tensorboard" / policy), given)
         rollout_actor = rollout_cls.options(max_restarts=0, **requests["rollout"], **pools.strategy(policy)).remote(
-            policy, config.model_for(policy), config.rollout_backend, bool(config.use_cpu), given)
+            policy, config.model_for(policy), config.rollout_backend, bool(config.use_cpu), given, config.dtype_for(policy))
         update_workers[policy] = RayUpdateWorker(policy, update_actor, Path(run_dir), pools)
         rollout_workers[policy] = RayRolloutWorker(policy, rollout_actor, _driver_tokenizer(config, policy, given), update_workers[policy])
 

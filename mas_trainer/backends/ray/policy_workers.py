@@ -32,11 +32,12 @@ class WorkerDiedError(RuntimeError):
 # ---------------------------------------------------------------------------------------------- actors
 
 
-def actor_model(model_name: str, use_cpu: bool, given: tuple[Any, Any] | None) -> tuple[Any, Any]:
-    """The given ``(model, tokenizer)`` (tests), else ``model_name`` loaded onto this actor's device."""
+def actor_model(model_name: str, use_cpu: bool, given: tuple[Any, Any] | None,
+                dtype: str = "float32") -> tuple[Any, Any]:
+    """The given ``(model, tokenizer)`` (tests), else ``model_name`` loaded in ``dtype`` onto this actor's device."""
     device = "cuda" if torch.cuda.is_available() and not use_cpu else "cpu"
     if given is None:
-        return load_model_and_tokenizer(model_name, device=device)
+        return load_model_and_tokenizer(model_name, dtype=dtype, device=device)
     model, tokenizer = given
     return model.to(device), tokenizer
 
@@ -50,8 +51,8 @@ class RolloutActor:
     never imports TRL."""
 
     def __init__(self, policy: str, model_name: str, backend: str, use_cpu: bool,
-                 given: tuple[Any, Any] | None = None):
-        model, tokenizer = actor_model(model_name, use_cpu, given)
+                 given: tuple[Any, Any] | None = None, dtype: str = "float32"):
+        model, tokenizer = actor_model(model_name, use_cpu, given, dtype)
         model.eval()
         self.worker = RolloutWorker(policy, model, tokenizer, backend)
 

@@ -17,7 +17,7 @@ class UpdateActor:
     """Owns one policy's model, optimizer and ``ATGRPOTrainer``; applies that policy's updates."""
 
     def __init__(self, policy: str, config: Any, logging_dir: str, given: tuple[Any, Any] | None = None):
-        model, tokenizer = actor_model(config.model_for(policy), config.use_cpu, given)
+        model, tokenizer = actor_model(config.model_for(policy), config.use_cpu, given, config.dtype_for(policy))
         trainer = ATGRPOTrainer(model=model, args=config, processing_class=tokenizer, policy_name=policy,
                                 logging_dir=logging_dir)
         self.worker = UpdateWorker(policy, trainer)
