@@ -434,6 +434,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
               f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})"
               + (f"; {resumed} already played, read from {progress_path}" if resumed else ""))
     bar = tqdm(total=request.episodes, initial=resumed, desc="episodes", unit="ep") if progress else None
+    machine = machine_facts()  # one process plays every chunk of this call
     try:
         for start, stop in plan:
             if (start, stop) in chunks:
@@ -445,7 +446,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
                            seed=request.seed + start, backend=request.backend,
                            episode_ids=list(range(start, stop)), bar=bar)
             chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
-            chunk.machine = machine_facts()
+            chunk.machine = machine
             append_chunk(progress_path, key, chunk)
             chunks[(start, stop)] = chunk
     finally:
