@@ -102,6 +102,57 @@ def test_best_of_k_samples_k_candidates_per_step(tmp_path):
     assert evaluate(request)["episodes"] == data["episodes"]  # seeded: reproducible
 
 
+def test_transcripts_hold_every_executed_step_of_the_played_episodes(tmp_path):
+    """--transcripts: one line per episode, one entry per executed step, agreeing with the results file;
+    a resumed call does not replay (or rewrite) the chunks it reads from the progress file."""
+    from mas_trainer.run.eval_cli import main
+    from mas_trainer.run.evaluate import EvalRequest, evaluate
+    from mas_trainer.run.transcripts import read_transcripts
+
+    out, log = tmp_path / "r.json", tmp_path / "t.jsonl"
+    assert main(["--env", "plan_path", "--model", "tiny", "--workflow", "mas", "--episodes", "3", *FAST,
+                 "--quiet", "--chunk-size", "2", "--out", str(out), "--transcripts", str(log)]) == 0
+    data = json.loads(out.read_text())
+    lines = log.read_text().splitlines()
+    assert len(lines) == 3
+    transcripts = read_transcripts(log)
+    env = make_env("plan_path", preset="4x4", max_turns=2, workflow="mas", split="test")
+    for e in data["episodes"]:
+        t = transcripts[e["task_index"]]
+        assert (t["task_id"], t["success"], t["turns"]) == (e["task_id"], e["success"], e["turns"])
+        assert [s["agent"] for s in t["steps"]][:2] == ["tool", "planner"]  # the mas turn order
+        assert len(t["steps"]) <= 2 * e["turns"]
+        assert sum(s["reward"] for s in t["steps"]) == pytest.approx(e["return"])
+        assert all(set(s) >= {"turn", "prompt", "text", "team", "local", "parse_error"} for s in t["steps"])
+        env.reset(options={"task_index": e["task_index"]})
+        first_line = env.observe("tool")["prompt"].splitlines()[0]
+        assert first_line in t["steps"][0]["prompt"]  # the prompt is what the first agent was shown
+
+    # A resumed call plays, and transcribes, only the chunk that is not in the progress file.
+    request = EvalRequest(env="plan_path", model="tiny", workflow="mas", episodes=3, max_new_tokens=3,
+                          env_kwargs={"preset": "4x4", "max_turns": 2}, chunk_size=2)
+    partial, first_log, resumed_log = tmp_path / "p.jsonl", tmp_path / "t1.jsonl", tmp_path / "t2.jsonl"
+    evaluate(request, progress_path=partial, transcripts_path=first_log)
+    partial.write_text(partial.read_text().splitlines()[0] + "\n")  # as if stopped after chunk 0-1
+    again = evaluate(request, progress_path=partial, transcripts_path=resumed_log)
+    assert again["episodes"] == data["episodes"]
+    assert set(read_transcripts(resumed_log)) == {2}
+    assert read_transcripts(resumed_log)[2]["steps"] == read_transcripts(first_log)[2]["steps"]  # greedy
+
+    keys = {json.loads(line)["key"] for line in lines}
+    assert len(keys) == 1 and set(read_transcripts(log, key=keys.pop())) == {0, 1, 2}
+    assert read_transcripts(log, key="another evaluation") == {}
+    log.write_text("\n".join(lines[:2]) + "\n{cut short")  # a line cut by a kill is skipped when read
+    assert set(read_transcripts(log)) == {0, 1}
+
+
+def test_transcripts_path_that_is_a_folder_is_refused(tmp_path, capsys):
+    from mas_trainer.run.eval_cli import main
+
+    assert main(["--env", "plan_path", "--transcripts", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ trained runs (real trainer)
 
 

@@ -9,6 +9,7 @@ Examples (in this order: the later ones evaluate the run the first one trains)::
     mas-eval --env plan_path --model runs/pp-spec --split validation        # choosing a checkpoint or preset
     mas-eval --env plan_path --model tiny --samples 4 --temperature 1.0             # best-of-4 tree search
     mas-eval --env sokoban --model smollm2-135m --env-kwargs '{"size": 7, "num_boxes": 2}'
+    mas-eval --env coder_tester --model qwen2.5-coder-0.5b --episodes 8 --transcripts t.jsonl  # what each agent wrote
 
 Plays tasks 0..N-1 of the split (greedy by default; ``--samples K`` = best-of-K by env reward at every
 step, see :mod:`mas_trainer.run.evaluate`), prints a short table and writes the results JSON (format:
@@ -96,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-size", type=int, default=32,
                    help="tasks played per batch (default: 32); each finished chunk is saved to "
                         "<out>.partial.jsonl, so the same command resumes a stopped run")
+    p.add_argument("--transcripts", default=None, metavar="PATH",
+                   help="also append every played episode, step by step (each agent's prompt and reply, "
+                        "rewards, parse errors), to this JSON-lines file")
     p.add_argument("--restart", action="store_true",
                    help="ignore (and replace) the progress file of an earlier run of this evaluation")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
@@ -103,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_request(argv: list[str]):
-    """``(EvalRequest, out_path_or_None, quiet, restart)``; raises :class:`UsageError` for bad input."""
+    """``(EvalRequest, out_path_or_None, quiet, restart, transcripts_or_None)``; raises :class:`UsageError`."""
     args = build_parser().parse_args(argv)
     env_kwargs = {}
     if args.env_kwargs:
@@ -125,20 +129,22 @@ def parse_request(argv: list[str]):
         swap_roles=args.swap_roles, checkpoint_step=args.checkpoint_step, label=args.label, backend=args.backend,
         chunk_size=args.chunk_size, dtype=args.dtype, command=" ".join([PROG, *map(shlex.quote, argv)]),
     )
-    return request, args.out, args.quiet, args.restart
+    if args.transcripts is not None and os.path.isdir(args.transcripts):
+        raise UsageError(f"--transcripts {args.transcripts!r} is a folder; name a file")
+    return request, args.out, args.quiet, args.restart, args.transcripts
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``mas-eval``; returns the exit status (2 for bad arguments)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        request, out, quiet, restart = parse_request(argv)
+        request, out, quiet, restart, transcripts = parse_request(argv)
         out = out or default_out(request)
         partial = progress_path_for(out)
         if restart and partial.exists():
             partial.unlink()
         with _quiet_loading():
-            results = evaluate(request, progress=not quiet, progress_path=partial)
+            results = evaluate(request, progress=not quiet, progress_path=partial, transcripts_path=transcripts)
     except (UsageError, EvalError) as err:
         text = str(err).strip()
         print(f"{PROG}: error: {text.splitlines()[0] if text else repr(err)}", file=sys.stderr)

@@ -57,6 +57,7 @@ from mas_trainer.rollout.atgrpo import tree_rollout
 from mas_trainer.run.checkpoints import load_policies
 from mas_trainer.run.eval_progress import Chunk, append_chunk, chunk_plan, machines_of, outcome_key, read_chunks
 from mas_trainer.run.machine import machine_facts
+from mas_trainer.run.transcripts import append_transcripts, episode_transcripts
 from mas_trainer.settings import run_layout
 from mas_trainer.settings.dtypes import MODEL_DTYPES
 from mas_trainer.settings.envs import default_max_new_tokens, default_role_budgets, resolve_env_kwargs
@@ -369,14 +370,16 @@ def summarize(chunks: list[Chunk], roles: list[str]) -> tuple[list[dict[str, Any
 
 
 def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progress: bool = False,
-             progress_path: str | os.PathLike | None = None) -> dict[str, Any]:
+             progress_path: str | os.PathLike | None = None,
+             transcripts_path: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run one evaluation and return the results object (see the module docstring).
 
     ``loaded`` lets a caller reuse models already in memory (e.g. the baselines driver); otherwise
     ``request.model`` is loaded. Tasks are played in chunks of ``request.chunk_size``; with
     ``progress_path`` every finished chunk is appended there and chunks already recorded for the same
     settings are not played again (:mod:`mas_trainer.run.eval_progress`). Raises :class:`EvalError`
-    for bad requests.
+    for bad requests. With ``transcripts_path`` the episodes this call plays are also written there step by
+    step (:mod:`mas_trainer.run.transcripts`).
     """
     _check_numbers(request)
     if request.split not in SPLITS:
@@ -447,6 +450,8 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
                            episode_ids=list(range(start, stop)), bar=bar)
             chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
             chunk.machine = machine
+            append_transcripts(transcripts_path, episode_transcripts(
+                rollout, {p: loaded.models[p][1] for p in set(routing.values())}, key))
             append_chunk(progress_path, key, chunk)
             chunks[(start, stop)] = chunk
     finally:
