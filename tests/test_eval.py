@@ -146,6 +146,31 @@ def test_transcripts_hold_every_executed_step_of_the_played_episodes(tmp_path):
     assert set(read_transcripts(log)) == {0, 1}
 
 
+def test_replay_tasks_reproduces_the_evaluated_episodes(tmp_path):
+    """scripts/replay_tasks.py plays chosen tasks exactly as mas-eval played them (greedy, same seeds)."""
+    import importlib.util
+
+    from mas_trainer.run.evaluate import EvalRequest, evaluate
+    from mas_trainer.run.transcripts import read_transcripts
+
+    spec = importlib.util.spec_from_file_location("replay_tasks", Path(__file__).parents[1] / "scripts/replay_tasks.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    replayed = tmp_path / "replay.jsonl"
+    assert replay.main(["--env", "plan_path", "--model", "tiny", "--tasks", "3,1", "--env-kwargs",
+                        '{"preset": "4x4", "max_turns": 2}', "--transcripts", str(replayed)]) == 0
+    again = read_transcripts(replayed)
+    assert set(again) == {1, 3}
+    full = EvalRequest(env="plan_path", model="tiny", workflow="mas", episodes=4,
+                       env_kwargs={"preset": "4x4", "max_turns": 2})
+    reference = tmp_path / "reference.jsonl"
+    evaluate(full, transcripts_path=reference)
+    for task in (1, 3):
+        assert again[task]["steps"] == read_transcripts(reference)[task]["steps"]
+    with pytest.raises(SystemExit):
+        replay.main(["--env", "plan_path", "--tasks", "1,1", "--transcripts", str(replayed)])
+
+
 def test_transcripts_path_that_is_a_folder_is_refused(tmp_path, capsys):
     from mas_trainer.run.eval_cli import main
 
