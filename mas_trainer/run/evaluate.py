@@ -450,9 +450,9 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
                            episode_ids=list(range(start, stop)), bar=bar)
             chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
             chunk.machine = machine
+            append_chunk(progress_path, key, chunk)  # first: a transcripts file that cannot be written loses no play
             append_transcripts(transcripts_path, episode_transcripts(
                 rollout, {p: loaded.models[p][1] for p in set(routing.values())}, key))
-            append_chunk(progress_path, key, chunk)
             chunks[(start, stop)] = chunk
     finally:
         if bar is not None:
