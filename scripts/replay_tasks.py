@@ -23,14 +23,15 @@ offline_hub_defaults()  # before transformers is imported
 from mas_trainer.run.evaluate import (  # noqa: E402
     EvalError,
     _probe_env,
-    answer_budgets_of_roles,
+    answer_budgets,
+    describe_target,
     load_policies_for,
     make_eval_envs,
     play,
     role_routing,
 )
 from mas_trainer.run.transcripts import append_transcripts, episode_transcripts  # noqa: E402
-from mas_trainer.settings.envs import default_max_new_tokens, resolve_env_kwargs  # noqa: E402
+from mas_trainer.settings.envs import resolve_env_kwargs  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     if not tasks or min(tasks) < 0 or len(set(tasks)) != len(tasks):
         parser.error("--tasks needs distinct task indices >= 0")
     try:
-        env_kwargs = resolve_env_kwargs(args.env, dict(kwargs), None)
+        run_config = describe_target(args.model).run_config  # a mas-train run's settings, as mas-eval reads them
+        env_kwargs = resolve_env_kwargs(args.env, dict(kwargs), run_config)
         probe, _ = _probe_env(args.env, env_kwargs, args.workflow, args.split, max(tasks) + 1)
         roles = list(probe.possible_agents)
         probe.close()
@@ -61,13 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     except (EvalError, ValueError) as err:
         print(f"replay_tasks: error: {err}", file=sys.stderr)
         return 2
-    budgets = answer_budgets_of_roles(args.env, args.workflow, env_kwargs, None, roles) or default_max_new_tokens(
-        args.env, args.workflow, env_kwargs)
+    max_new_tokens, role_budgets = answer_budgets(args.env, args.workflow, env_kwargs, run_config, roles)
     envs = [make_eval_envs(args.env, env_kwargs, args.workflow, args.split, 1, args.seed, i)[0] for i in tasks]
-    rollout = play(envs, loaded, routing, samples=1, temperature=0.0, top_p=1.0, max_new_tokens=budgets,
+    rollout = play(envs, loaded, routing, samples=1, temperature=0.0, top_p=1.0, max_new_tokens=role_budgets or max_new_tokens,
                    seed=args.seed, episode_ids=tasks)
-    tokenizers = {p: loaded.models[p][1] for p in set(routing.values())}
-    lines = episode_transcripts(rollout, tokenizers, key=f"replay {args.env} {args.workflow} {args.model}")
+    lines = episode_transcripts(rollout, loaded.tokenizers(), key=f"replay {args.env} {args.workflow} {args.model}")
     append_transcripts(args.transcripts, lines)
     for line in lines:
         print(f"task {line['task_index']:>4} {line['task_id']:<16} success={line['success']!s:<5} "

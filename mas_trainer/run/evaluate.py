@@ -113,6 +113,10 @@ class LoadedPolicies:
     run_dir: Path | None = None
     run_config: dict[str, Any] | None = None  # the saved ATGRPOConfig of a run, as JSON
 
+    def tokenizers(self) -> dict[str, Any]:
+        """Policy name -> its tokenizer."""
+        return {name: tokenizer for name, (_, tokenizer) in self.models.items()}
+
 
 # --------------------------------------------------------------------------------------------------
 # Statistics
@@ -297,7 +301,6 @@ def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, sa
     """
     used = sorted(set(routing.values()))
     backends = {p: make_backend(*loaded.models[p], kind=backend) for p in used}
-    tokenizers = {p: loaded.models[p][1] for p in used}
     offset = bar.n if bar is not None else 0
 
     steps = [0]
@@ -310,7 +313,7 @@ def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, sa
             bar.update(offset + finished - bar.n)
             bar.refresh()
 
-    rollout = tree_rollout(envs, backends=backends, tokenizers=tokenizers, policy_of_role=routing.__getitem__,
+    rollout = tree_rollout(envs, backends=backends, tokenizers=loaded.tokenizers(), policy_of_role=routing.__getitem__,
                            k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                            episode_ids=episode_ids, seed=seed if temperature > 0 else None, on_step=on_step)
     if bar is not None:
@@ -416,12 +419,8 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     temperature = request.temperature
     if temperature is None:
         temperature = 1.0 if request.samples > 1 else 0.0
-    max_new_tokens = request.max_new_tokens or int((run_config or {}).get("max_completion_length") or 0) or (
-        default_max_new_tokens(request.env, workflow, env_kwargs))
-    role_budgets = None if request.max_new_tokens else answer_budgets_of_roles(request.env, workflow, env_kwargs,
-                                                                                run_config, roles)
-    if role_budgets is not None:
-        max_new_tokens = max(role_budgets.values())
+    max_new_tokens, role_budgets = answer_budgets(request.env, workflow, env_kwargs, run_config, roles,
+                                                  request.max_new_tokens)
 
     env_block = {"name": request.env, "version": version, "kwargs": env_kwargs, "workflow": workflow,
                  "split": request.split, "eval_set_fingerprint": fingerprint}
@@ -451,8 +450,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
             chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
             chunk.machine = machine
             append_chunk(progress_path, key, chunk)  # first: a transcripts file that cannot be written loses no play
-            append_transcripts(transcripts_path, episode_transcripts(
-                rollout, {p: loaded.models[p][1] for p in set(routing.values())}, key))
+            append_transcripts(transcripts_path, episode_transcripts(rollout, loaded.tokenizers(), key))
             chunks[(start, stop)] = chunk
     finally:
         if bar is not None:
@@ -492,6 +490,18 @@ def _model_block(loaded: LoadedPolicies) -> dict[str, Any]:
                             "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
                      for name, (model, _) in sorted(loaded.models.items())},
     }
+
+
+def answer_budgets(env: str, workflow: str, env_kwargs: dict[str, Any], run_config: dict[str, Any] | None,
+                   roles: list[str], requested: int | None = None) -> tuple[int, dict[str, int] | None]:
+    """``(max_new_tokens, per-role budgets or None)`` of an evaluation: the requested budget for every role,
+    else per-role budgets (:func:`answer_budgets_of_roles`), else the run's or the env's one budget."""
+    max_new_tokens = requested or int((run_config or {}).get("max_completion_length") or 0) or (
+        default_max_new_tokens(env, workflow, env_kwargs))
+    role_budgets = None if requested else answer_budgets_of_roles(env, workflow, env_kwargs, run_config, roles)
+    if role_budgets is not None:
+        max_new_tokens = max(role_budgets.values())
+    return max_new_tokens, role_budgets
 
 
 def answer_budgets_of_roles(env: str, workflow: str, env_kwargs: dict[str, Any], run_config: dict[str, Any] | None,
