@@ -171,6 +171,43 @@ def test_replay_tasks_reproduces_the_evaluated_episodes(tmp_path):
         replay.main(["--env", "plan_path", "--tasks", "1,1", "--transcripts", str(replayed)])
 
 
+def test_worker_processes_play_the_same_episodes_as_one_process(tmp_path):
+    """--workers 2: chunks played by two spawned processes give the same episodes, transcripts and progress
+    records as one process (sampled play, so the per-chunk seeds matter too), and resume from each other."""
+    from mas_trainer.run.eval_progress import read_chunks
+    from mas_trainer.run.evaluate import EvalRequest, evaluate
+    from mas_trainer.run.transcripts import read_transcripts
+
+    base = dict(env="plan_path", model="tiny", workflow="mas", episodes=5, temperature=1.0, seed=3,
+                max_new_tokens=3, env_kwargs={"preset": "4x4", "max_turns": 2}, chunk_size=2)
+    one_log, two_log, partial = tmp_path / "one.jsonl", tmp_path / "two.jsonl", tmp_path / "p.jsonl"
+    one = evaluate(EvalRequest(**base), transcripts_path=one_log)
+    two = evaluate(EvalRequest(**base, workers=2), progress_path=partial, transcripts_path=two_log)
+    assert two["episodes"] == one["episodes"] and two["summary"]["per_role"] == one["summary"]["per_role"]
+    assert read_transcripts(two_log) == read_transcripts(one_log)
+    assert two["provenance"]["machines"][0]["torch_threads"] >= 1
+    key = json.loads(partial.read_text().splitlines()[0])["key"]
+    assert sorted(read_chunks(partial, key)) == [(0, 2), (2, 4), (4, 5)]
+
+    # A run of one process resumes the chunks two processes played, and the other way round.
+    lines = partial.read_text().splitlines()
+    partial.write_text("\n".join(line for line in lines if json.loads(line)["start"] != 2) + "\n")
+    again = evaluate(EvalRequest(**base, workers=2), progress_path=partial)
+    assert again["episodes"] == one["episodes"] and again["provenance"]["resumed_episodes"] == 3
+
+
+def test_workers_are_checked(tmp_path, capsys):
+    from mas_trainer.policies.models import tiny_model_and_tokenizer
+    from mas_trainer.run.eval_cli import main
+    from mas_trainer.run.evaluate import EvalError, EvalRequest, LoadedPolicies, evaluate
+
+    assert main(["--env", "plan_path", "--model", "tiny", "--workers", "0", "--out", str(tmp_path / "r.json")]) == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+    loaded = LoadedPolicies({"shared": tiny_model_and_tokenizer(seed=0)}, "shared", "tiny", {"shared": "tiny"})
+    with pytest.raises(EvalError, match="models passed in memory"):
+        evaluate(EvalRequest(env="plan_path", model="tiny", episodes=2, workers=2), loaded=loaded)
+
+
 def test_transcripts_path_that_is_a_folder_is_refused(tmp_path, capsys):
     from mas_trainer.run.eval_cli import main
 

@@ -32,9 +32,9 @@ def outcome(data: dict) -> tuple:
 @pytest.fixture
 def stoppable_play(monkeypatch):
     """Records the task ids of every chunk played; while ``crash[0]`` is set, the second chunk raises."""
-    from mas_trainer.run import evaluate as evaluate_module
+    from mas_trainer.run import chunk_play
 
-    real_play, calls, crash = evaluate_module.play, [], [True]
+    real_play, calls, crash = chunk_play.play, [], [True]
 
     def play(envs, *args, **kwargs):
         calls.append(kwargs["episode_ids"])
@@ -42,7 +42,7 @@ def stoppable_play(monkeypatch):
             raise Stopped("stopped in the second chunk")
         return real_play(envs, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate_module, "play", play)
+    monkeypatch.setattr(chunk_play, "play", play)
     return calls, crash
 
 

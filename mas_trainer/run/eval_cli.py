@@ -10,6 +10,7 @@ Examples (in this order: the later ones evaluate the run the first one trains)::
     mas-eval --env plan_path --model tiny --samples 4 --temperature 1.0             # best-of-4 tree search
     mas-eval --env sokoban --model smollm2-135m --env-kwargs '{"size": 7, "num_boxes": 2}'
     mas-eval --env coder_tester --model qwen2.5-coder-0.5b --episodes 8 --transcripts t.jsonl  # what each agent wrote
+    mas-eval --env math_tool --model qwen2.5-coder-0.5b --episodes 300 --chunk-size 10 --workers 2  # 2 processes
 
 Plays tasks 0..N-1 of the split (greedy by default; ``--samples K`` = best-of-K by env reward at every
 step, see :mod:`mas_trainer.run.evaluate`), prints a short table and writes the results JSON (format:
@@ -97,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-size", type=int, default=32,
                    help="tasks played per batch (default: 32); each finished chunk is saved to "
                         "<out>.partial.jsonl, so the same command resumes a stopped run")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes playing chunks at once, each with its own copy of the weights and "
+                        "threads/N torch threads (default: 1); on a small CPU, one per core is fastest. "
+                        "Results do not depend on it")
     p.add_argument("--transcripts", default=None, metavar="PATH",
                    help="also append every played episode, step by step (each agent's prompt and reply, "
                         "rewards, parse errors), to this JSON-lines file")
@@ -127,7 +132,8 @@ def parse_request(argv: list[str]):
         seed=args.seed, samples=args.samples, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, env_kwargs=env_kwargs, method=args.method,
         swap_roles=args.swap_roles, checkpoint_step=args.checkpoint_step, label=args.label, backend=args.backend,
-        chunk_size=args.chunk_size, dtype=args.dtype, command=" ".join([PROG, *map(shlex.quote, argv)]),
+        chunk_size=args.chunk_size, dtype=args.dtype, workers=args.workers,
+        command=" ".join([PROG, *map(shlex.quote, argv)]),
     )
     if args.transcripts is not None and os.path.isdir(args.transcripts):
         raise UsageError(f"--transcripts {args.transcripts!r} is a folder; name a file")

@@ -32,12 +32,12 @@ defaults (e.g. Plan-Path ``4x4`` with the rich observation), then the run's sett
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import math
 import os
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,12 +52,10 @@ from mas_envs import __version__ as mas_envs_version
 from mas_envs import list_envs, make_env
 from mas_envs.games.splits import SPLITS
 from mas_trainer.policies.models import load_model_and_tokenizer, weights_fingerprint
-from mas_trainer.policies.workers import make_backend
-from mas_trainer.rollout.atgrpo import tree_rollout
 from mas_trainer.run.checkpoints import load_policies
+from mas_trainer.run.chunk_play import ChunkJob, chunk_of, make_eval_envs, play, play_chunks  # noqa: F401 (re-exported)
 from mas_trainer.run.eval_progress import Chunk, append_chunk, chunk_plan, machines_of, outcome_key, read_chunks
-from mas_trainer.run.machine import machine_facts
-from mas_trainer.run.transcripts import append_transcripts, episode_transcripts
+from mas_trainer.run.transcripts import append_transcripts
 from mas_trainer.settings import run_layout
 from mas_trainer.settings.dtypes import MODEL_DTYPES
 from mas_trainer.settings.envs import default_max_new_tokens, default_role_budgets, resolve_env_kwargs
@@ -99,6 +97,9 @@ class EvalRequest:
     chunk_size: int = 32
     # weights' dtype (settings/dtypes.py); None: float32 for a plain model, the saved dtype for a trained run
     dtype: str | None = None
+    # processes playing chunks at once, each with its own copy of the weights (run/chunk_play.py); not part of
+    # the outcome: a task's result is the same whichever process plays it
+    workers: int = 1
 
 
 @dataclass
@@ -254,17 +255,6 @@ def role_routing(roles: list[str], target: Target | LoadedPolicies, swap_roles: 
 # Environment settings
 
 
-def make_eval_envs(env_name: str, kwargs: dict[str, Any], workflow: str, split: str, n: int, seed: int,
-                   start: int = 0) -> list[Any]:
-    """Fresh envs on tasks ``start..start+n-1`` of ``split`` (reset seed ``seed + i`` for task ``i``)."""
-    envs = []
-    for index in range(start, start + n):
-        env = make_env(env_name, workflow=workflow, split=split, **kwargs)
-        env.reset(seed=seed + index, options={"task_index": index})
-        envs.append(env)
-    return envs
-
-
 def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str, episodes: int) -> tuple[Any, str]:
     """Build one env to check the settings early; return it and its eval-set fingerprint."""
     if env_name not in list_envs():
@@ -289,60 +279,6 @@ def _probe_env(env_name: str, kwargs: dict[str, Any], workflow: str, split: str,
 
 # --------------------------------------------------------------------------------------------------
 # Playing and summarising
-
-
-def play(envs: list[Any], loaded: LoadedPolicies, routing: dict[str, str], *, samples: int, temperature: float,
-         top_p: float, max_new_tokens: int, seed: int, backend: str = "auto",
-         episode_ids: list[int] | None = None, bar: Any = None):
-    """Greedy / sampled / best-of-K episodes via the AT-GRPO tree rollout (``k = samples``).
-
-    ``episode_ids`` default to ``0..len(envs)-1`` (the task indices of :func:`make_eval_envs`). A ``bar``
-    (tqdm), if given, is advanced by the episodes this call finishes.
-    """
-    used = sorted(set(routing.values()))
-    backends = {p: make_backend(*loaded.models[p], kind=backend) for p in used}
-    offset = bar.n if bar is not None else 0
-
-    steps = [0]
-    first = episode_ids[0] if episode_ids else 0
-
-    def on_step(finished: int, total: int) -> None:
-        if bar is not None:  # a chunk's episodes finish together: say which agent step it is on meanwhile
-            steps[0] += 1
-            bar.set_postfix_str(f"tasks {first}-{first + total - 1}, agent step {steps[0]}", refresh=False)
-            bar.update(offset + finished - bar.n)
-            bar.refresh()
-
-    rollout = tree_rollout(envs, backends=backends, tokenizers=loaded.tokenizers(), policy_of_role=routing.__getitem__,
-                           k=samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                           episode_ids=episode_ids, seed=seed if temperature > 0 else None, on_step=on_step)
-    if bar is not None:
-        bar.update(offset + len(envs) - bar.n)
-    return rollout
-
-
-def chunk_of(rollout: Any, roles: list[str], wall_time_s: float, start: int, stop: int) -> Chunk:
-    """The episode records of one played chunk and its per-role step counts (for :func:`summarize`)."""
-    tokens: dict[int, int] = {}
-    for s in rollout.samples:
-        tokens[s.info["episode"]] = tokens.get(s.info["episode"], 0) + len(s.completion_ids)
-    episodes = [
-        {
-            "task_index": int(ep.episode_id),
-            "task_id": str(ep.task_id),
-            "success": bool(ep.success),
-            "turns": int(ep.turns),
-            "return": float(ep.episode_return),
-            "tokens": int(tokens.get(ep.episode_id, 0)),
-        }
-        for ep in sorted(rollout.episodes, key=lambda ep: ep.episode_id)
-    ]
-    role_steps = {}
-    for role in roles:
-        steps = [s for ep in rollout.episodes for s in ep.steps if s.agent == role]
-        role_steps[role] = [len(steps), float(sum(s.reward for s in steps)),
-                            sum(s.parse_error is not None for s in steps)]
-    return Chunk(start, stop, round(float(wall_time_s), 3), episodes, role_steps)
 
 
 def summarize(chunks: list[Chunk], roles: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -413,6 +349,9 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     # Everything that can be wrong with the request is checked before the weights are loaded.
     routing = role_routing(roles, target, request.swap_roles)
     check_method(method, workflow, target.policy_mode)
+    loaded_here = loaded is None
+    if request.workers > 1 and not loaded_here:
+        raise EvalError("workers > 1 loads the model in each worker process; it cannot use models passed in memory")
     if loaded is None:
         loaded = load_policies_for(request.model, request.checkpoint_step, dtype=request.dtype)
 
@@ -435,23 +374,23 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
         _warn(f"playing {request.episodes} {request.env} episodes ({workflow}, {method}, "
               f"{'greedy' if temperature == 0 and request.samples == 1 else f'T={temperature} K={request.samples}'})"
               + (f"; {resumed} already played, read from {progress_path}" if resumed else ""))
+    todo = [span for span in plan if span not in chunks]
+    workers = min(request.workers, len(todo)) if todo else 1
+    job = ChunkJob(request.env, env_kwargs, workflow, request.split, int(request.seed), tuple(roles), routing,
+                   int(request.samples), float(temperature), float(request.top_p), role_budgets or max_new_tokens,
+                   request.backend, key, transcribe=transcripts_path is not None)
+    load = functools.partial(load_policies_for, request.model, request.checkpoint_step, dtype=request.dtype)
+    if workers > 1 and loaded_here:
+        loaded.models.clear()  # each worker loads its own copy; this one was needed only for the weights' digest
     bar = tqdm(total=request.episodes, initial=resumed, desc="episodes", unit="ep") if progress else None
-    machine = machine_facts()  # one process plays every chunk of this call
+    if bar is not None and workers > 1:
+        bar.set_postfix_str(f"{workers} worker processes, {len(todo)} chunks to play", refresh=True)
     try:
-        for start, stop in plan:
-            if (start, stop) in chunks:
-                continue
-            envs = make_eval_envs(request.env, env_kwargs, workflow, request.split, stop - start, request.seed, start)
-            began = time.perf_counter()
-            rollout = play(envs, loaded, routing, samples=request.samples, temperature=float(temperature),
-                           top_p=request.top_p, max_new_tokens=role_budgets or max_new_tokens,
-                           seed=request.seed + start, backend=request.backend,
-                           episode_ids=list(range(start, stop)), bar=bar)
-            chunk = chunk_of(rollout, roles, time.perf_counter() - began, start, stop)
-            chunk.machine = machine
+        for chunk, lines in play_chunks(job, todo, loaded=loaded, load=load, workers=workers,
+                                        threads=max(1, torch.get_num_threads() // workers), bar=bar):
             append_chunk(progress_path, key, chunk)  # first: a transcripts file that cannot be written loses no play
-            append_transcripts(transcripts_path, episode_transcripts(rollout, loaded.tokenizers(), key))
-            chunks[(start, stop)] = chunk
+            append_transcripts(transcripts_path, lines)
+            chunks[(chunk.start, chunk.stop)] = chunk
     finally:
         if bar is not None:
             bar.close()
@@ -588,6 +527,8 @@ def _check_numbers(request: EvalRequest) -> None:
         raise EvalError(f"--chunk-size must be >= 1, got {request.chunk_size}")
     if request.seed < 0:
         raise EvalError(f"--seed must be >= 0, got {request.seed}")
+    if request.workers < 1:
+        raise EvalError(f"--workers must be >= 1, got {request.workers}")
     if request.max_new_tokens is not None and request.max_new_tokens < 1:
         raise EvalError(f"--max-new-tokens must be >= 1, got {request.max_new_tokens}")
     if request.temperature is not None and not (request.temperature >= 0 and math.isfinite(request.temperature)):
