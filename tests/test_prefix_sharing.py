@@ -229,3 +229,27 @@ def test_inverse_cdf_draw_follows_the_probabilities_and_never_draws_a_zero():
     assert freq[[0, 2, 5]].sum() == 0 and (second == 5).all()
     again = _draw(rows, torch.Generator().manual_seed(0))
     assert torch.equal(chosen, again)
+
+
+def test_two_level_draw_over_many_blocks_and_the_sampled_log_probs():
+    """On a vocabulary of several draw blocks plus a partial tail, the draw follows the probabilities
+    (mass in the first, a middle and the tail block; empty blocks and zeros never drawn), and the
+    sampler's log-probs equal ``log_softmax(logits / T)`` of the drawn tokens."""
+    from mas_trainer.policies.prefix_sharing import DRAW_BLOCK, _draw, _sample
+
+    vocab = 3 * DRAW_BLOCK + 37
+    hot = {3: 0.25, DRAW_BLOCK + 5: 0.05, 2 * DRAW_BLOCK - 1: 0.3, 3 * DRAW_BLOCK + 36: 0.4}  # block 2 is empty
+    row = torch.zeros(vocab)
+    for index, p in hot.items():
+        row[index] = p
+    chosen = _draw(row.repeat(40000, 1), torch.Generator().manual_seed(1))
+    assert set(chosen.tolist()) == set(hot)
+    for index, p in hot.items():
+        assert (chosen == index).float().mean().item() == pytest.approx(p, abs=0.01)
+
+    logits = torch.randn(64, vocab, generator=torch.Generator().manual_seed(2)) * 4
+    expected = (logits / 0.7).log_softmax(-1)
+    tokens, logprobs = _sample(logits.clone(), 0.7, 1.0, True, torch.Generator().manual_seed(3))
+    assert torch.allclose(logprobs, expected.gather(1, tokens[:, None])[:, 0], atol=1e-4)
+    nucleus, nucleus_logprobs = _sample(logits.clone(), 0.7, 0.5, True, torch.Generator().manual_seed(3))
+    assert torch.allclose(nucleus_logprobs, expected.gather(1, nucleus[:, None])[:, 0], atol=1e-4)  # before top-p

@@ -404,31 +404,61 @@ def _rotate_half(x: Any) -> Any:
 
 
 def _sample(logits: Any, temperature: float, top_p: float, return_logprobs: bool, generator: Any) -> tuple[Any, Any]:
-    """Pick one token per row; its log-prob under the temperature-scaled distribution if asked."""
+    """Pick one token per row; its log-prob under the temperature-scaled distribution if asked.
+
+    When sampling, ``logits`` is overwritten: it is the decode step's own fresh buffer, and working in it
+    saves two vocabulary-sized allocations per step (the step's largest cost after the matmuls).
+    """
     if temperature <= 0:
         chosen = logits.argmax(-1)
         if not return_logprobs:
             return chosen, None
         return chosen, logits.log_softmax(-1).gather(1, chosen[:, None])[:, 0]
-    log_probs = (logits / temperature).log_softmax(-1)  # one pass serves the draw and the log-probs
-    probs = log_probs.exp()
+    top = logits.amax(-1, keepdim=True)
+    weights = logits.sub_(top).div_(temperature).exp_()  # exp((logits - max) / T): unnormalised probabilities
+    drawn_from = weights
     if top_p < 1.0:
-        probs = _top_p_filter(probs, top_p)
-    chosen = _draw(probs, generator)
-    return chosen, (log_probs.gather(1, chosen[:, None])[:, 0] if return_logprobs else None)
+        drawn_from = _top_p_filter(weights / weights.sum(-1, keepdim=True), top_p)
+    chosen = _draw(drawn_from, generator)
+    if not return_logprobs:
+        return chosen, None
+    # log p = log w - log sum w, before top-p (as documented); a drawn token never has w = 0
+    chosen_weight = weights.gather(1, chosen[:, None])[:, 0].double()
+    return chosen, (chosen_weight.log() - weights.sum(-1, dtype=torch.float64).log()).float()
+
+
+# Vocabulary entries per block of the two-level draw: the block is found from the blocks' masses, the token
+# from the running sum inside that one block, so no running sum over the whole vocabulary is built.
+DRAW_BLOCK = 1024
 
 
 def _draw(probs: Any, generator: Any) -> Any:
     """One token per row with probability proportional to ``probs`` (rows need not sum to 1).
 
-    Inverse CDF: one uniform number per row against the running sum, instead of ``torch.multinomial``,
-    which draws exponential noise for every vocabulary entry (on a 152k vocabulary that noise was the
-    largest single cost of a decode step). The running sum is float64, so rounding cannot shift
-    probability between tokens; a zero-probability token has an empty interval and is never drawn.
+    Inverse CDF in two levels: one uniform number per row picks a block of :data:`DRAW_BLOCK` entries by the
+    running sum of the blocks' masses, and the rest of the same number picks the token by the running sum
+    inside the block. It replaces ``torch.multinomial`` (exponential noise for every vocabulary entry) and a
+    float64 running sum over the whole vocabulary, the two largest costs of a decode step's draw on a 152k
+    vocabulary. Running sums are float64, and the in-block number is rescaled to the block's own sum, so
+    a zero-probability token has an empty interval and is never drawn.
     """
-    cdf = probs.cumsum(-1, dtype=torch.float64)
-    u = torch.rand(cdf.size(0), 1, generator=generator, dtype=torch.float64, device=cdf.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_(max=cdf.size(1) - 1)
+    rows, vocab = probs.shape
+    full = vocab // DRAW_BLOCK
+    mass = probs[:, :full * DRAW_BLOCK].reshape(rows, full, DRAW_BLOCK).sum(-1)
+    if vocab > full * DRAW_BLOCK:
+        mass = torch.cat([mass, probs[:, full * DRAW_BLOCK:].sum(-1, keepdim=True)], 1)
+    block_cdf = mass.cumsum(-1, dtype=torch.float64)
+    u = torch.rand(rows, 1, generator=generator, dtype=torch.float64, device=probs.device) * block_cdf[:, -1:]
+    block = torch.searchsorted(block_cdf, u, right=True).clamp_(max=block_cdf.size(1) - 1)
+    mass_before = torch.where(block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(u))
+    start = block * DRAW_BLOCK
+    index = start + torch.arange(DRAW_BLOCK, device=probs.device)
+    inside = probs.gather(1, index.clamp(max=vocab - 1)) * (index < vocab)
+    inner_cdf = inside.cumsum(-1, dtype=torch.float64)
+    inner_total = inner_cdf[:, -1:]
+    rest = (u - mass_before) / mass.gather(1, block).double() * inner_total  # in [0, the block's own sum)
+    rest = torch.minimum(rest, torch.nextafter(inner_total, torch.zeros_like(inner_total)))
+    return (start + torch.searchsorted(inner_cdf, rest, right=True).clamp_(max=DRAW_BLOCK - 1))[:, 0]
 
 
 def _top_p_filter(probs: Any, top_p: float) -> Any:
