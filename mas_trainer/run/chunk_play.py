@@ -175,6 +175,9 @@ _WORKER: dict[str, Any] = {}
 
 
 def _start_worker(load: Callable[[], Any], job: ChunkJob, threads: int) -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the parent's bar is the only one; no per-tensor loading bars
     torch.set_num_threads(max(1, int(threads)))
     _WORKER["job"] = job
     try:
