@@ -143,7 +143,7 @@ def play_chunks(job: ChunkJob, spans: list[tuple[int, int]], *, loaded: Any = No
     A worker's error is raised here (the chunks yielded before it are the caller's to keep); on any exit
     the pending spans are cancelled and the workers stopped.
     """
-    if workers <= 1 or len(spans) <= 1:
+    if workers <= 1:  # the caller sizes ``workers`` to the spans (evaluate: at most one per chunk to play)
         if loaded is None:
             loaded = load() if load is not None else None
         for start, stop in spans:
@@ -152,7 +152,7 @@ def play_chunks(job: ChunkJob, spans: list[tuple[int, int]], *, loaded: Any = No
     if load is None:
         raise ValueError("play_chunks with workers > 1 needs load(), a picklable function that loads the policies")
     context = multiprocessing.get_context("spawn")  # no forked copies of torch's thread pools
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(spans)), mp_context=context,
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                                   initializer=_start_worker, initargs=(load, job, threads))
     finished = False
     try:

@@ -352,7 +352,7 @@ def evaluate(request: EvalRequest, loaded: LoadedPolicies | None = None, progres
     loaded_here = loaded is None
     if request.workers > 1 and not loaded_here:
         raise EvalError("workers > 1 loads the model in each worker process; it cannot use models passed in memory")
-    if loaded is None:
+    if loaded_here:
         loaded = load_policies_for(request.model, request.checkpoint_step, dtype=request.dtype)
 
     temperature = request.temperature
